@@ -1,0 +1,98 @@
+//! Fitting Arrow arrays to a schema that describes the same data differently.
+//!
+//! Iceberg's Arrow schemas carry field ids as metadata on every (nested) field, while
+//! DataFusion, its cast kernels and clients work with plain fields. Nested types
+//! compare unequal when only that metadata differs, so arrays are re-labelled (no data
+//! is copied) rather than cast; real type differences (view types, widening) are cast.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayData, ArrayRef, RecordBatch, make_array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
+use datafusion::arrow::error::ArrowError;
+
+/// The same schema without any field metadata, at any depth.
+pub fn strip_metadata(schema: &Schema) -> SchemaRef {
+    let fields: Vec<FieldRef> = schema.fields().iter().map(|f| strip_field(f)).collect();
+    Arc::new(Schema::new(fields))
+}
+
+fn strip_field(field: &Field) -> FieldRef {
+    Arc::new(
+        field
+            .clone()
+            .with_data_type(strip_type(field.data_type()))
+            .with_metadata(HashMap::new()),
+    )
+}
+
+fn strip_type(data_type: &DataType) -> DataType {
+    match data_type {
+        DataType::List(f) => DataType::List(strip_field(f)),
+        DataType::LargeList(f) => DataType::LargeList(strip_field(f)),
+        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(strip_field(f), *n),
+        DataType::Struct(fields) => {
+            DataType::Struct(Fields::from_iter(fields.iter().map(|f| strip_field(f))))
+        }
+        DataType::Map(f, sorted) => DataType::Map(strip_field(f), *sorted),
+        other => other.clone(),
+    }
+}
+
+/// `batch` with `schema`: same columns, each re-labelled or cast to the schema's type.
+pub fn conform_batch(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
+    if batch.schema() == *schema {
+        return Ok(batch.clone());
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| conform_array(column, field.data_type()))
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(schema.clone(), columns)
+}
+
+/// `array` as `target`: unchanged, re-labelled if only field names/metadata differ,
+/// cast otherwise.
+pub fn conform_array(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, ArrowError> {
+    if array.data_type() == target {
+        return Ok(array.clone());
+    }
+    if array.data_type().equals_datatype(target) {
+        return Ok(make_array(relabel(&array.to_data(), target)?));
+    }
+    cast(array, target)
+}
+
+fn relabel(data: &ArrayData, target: &DataType) -> Result<ArrayData, ArrowError> {
+    if data.data_type() == target {
+        return Ok(data.clone());
+    }
+    let child_types: Vec<&DataType> = match target {
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::Map(f, _) => {
+            vec![f.data_type()]
+        }
+        DataType::Struct(fields) => fields.iter().map(|f| f.data_type()).collect(),
+        _ => Vec::new(),
+    };
+    let children = if child_types.len() == data.child_data().len() {
+        data.child_data()
+            .iter()
+            .zip(child_types)
+            .map(|(child, ty)| relabel(child, ty))
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        data.child_data().to_vec()
+    };
+    data.clone()
+        .into_builder()
+        .data_type(target.clone())
+        .child_data(children)
+        .build()
+}

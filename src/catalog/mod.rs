@@ -1,0 +1,156 @@
+//! Iceberg catalog construction (SQL on SQLite by default, memory; REST later) and the
+//! storage properties that executors get instead of catalog access.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use iceberg::io::{FileIO, FileIOBuilder, LocalFsStorageFactory};
+use iceberg::memory::{MEMORY_CATALOG_WAREHOUSE, MemoryCatalogBuilder};
+use iceberg::{Catalog, CatalogBuilder, NamespaceIdent};
+use iceberg_catalog_sql::{
+    SQL_CATALOG_PROP_BIND_STYLE, SQL_CATALOG_PROP_URI, SQL_CATALOG_PROP_WAREHOUSE,
+    SqlCatalogBuilder,
+};
+use sqlx::ConnectOptions;
+use sqlx::sqlite::SqliteConnectOptions;
+
+use crate::config::{CatalogConfig, CatalogKind};
+use crate::error::{FloeError, Result};
+
+/// The SQL schema every statement starts in; created on start.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// Builds the catalog described by `config`. Call inside the server's long-lived tokio
+/// runtime: the catalog keeps a handle to it for all its I/O.
+pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>> {
+    let runtime = iceberg::Runtime::try_current()?;
+    let catalog: Arc<dyn Catalog> = match config.kind {
+        CatalogKind::Sql => {
+            prepare_sqlite(&config.uri).await?;
+            let mut props: HashMap<String, String> =
+                config.properties.clone().into_iter().collect();
+            props.insert(SQL_CATALOG_PROP_URI.into(), with_create_mode(&config.uri));
+            props.insert(SQL_CATALOG_PROP_WAREHOUSE.into(), config.warehouse.clone());
+            props.insert(SQL_CATALOG_PROP_BIND_STYLE.into(), "QMark".into());
+            let catalog = SqlCatalogBuilder::default()
+                .with_storage_factory(Arc::new(LocalFsStorageFactory))
+                .with_runtime(runtime)
+                .load(&config.name, props)
+                .await?;
+            Arc::new(catalog)
+        }
+        CatalogKind::Memory => {
+            let mut props: HashMap<String, String> =
+                config.properties.clone().into_iter().collect();
+            props.insert(MEMORY_CATALOG_WAREHOUSE.into(), config.warehouse.clone());
+            let catalog = MemoryCatalogBuilder::default()
+                .with_storage_factory(Arc::new(LocalFsStorageFactory))
+                .with_runtime(runtime)
+                .load(&config.name, props)
+                .await?;
+            Arc::new(catalog)
+        }
+        CatalogKind::Rest => {
+            return Err(FloeError::unimplemented(
+                "catalog.type: the REST catalog is not available in this version yet",
+            ));
+        }
+    };
+    ensure_namespace(catalog.as_ref(), DEFAULT_NAMESPACE).await?;
+    Ok(catalog)
+}
+
+async fn ensure_namespace(catalog: &dyn Catalog, name: &str) -> Result<()> {
+    let ident = NamespaceIdent::new(name.to_string());
+    if !catalog.namespace_exists(&ident).await? {
+        match catalog.create_namespace(&ident, HashMap::new()).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == iceberg::ErrorKind::NamespaceAlreadyExists => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// sqlx needs `mode=rwc` to create a missing database file.
+fn with_create_mode(uri: &str) -> String {
+    if uri.contains("mode=") {
+        uri.to_string()
+    } else if uri.contains('?') {
+        format!("{uri}&mode=rwc")
+    } else {
+        format!("{uri}?mode=rwc")
+    }
+}
+
+/// Creates the SQLite file (and its directory) if missing, and adds the `iceberg_type`
+/// column that catalogs made by pyiceberg 0.11 and older lack (iceberg-catalog-sql
+/// fails every call without it).
+async fn prepare_sqlite(uri: &str) -> Result<()> {
+    let options = SqliteConnectOptions::from_str(uri)
+        .map_err(|e| FloeError::invalid(format!("catalog.uri: {e}")))?
+        .create_if_missing(true);
+    if let Some(dir) = options.get_filename().parent() {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            FloeError::invalid(format!("catalog.uri: cannot create {}: {e}", dir.display()))
+        })?;
+    }
+    let mut conn = options
+        .connect()
+        .await
+        .map_err(|e| FloeError::internal(format!("cannot open the catalog database: {e}")))?;
+    let columns: Vec<(String,)> =
+        sqlx::query_as("SELECT name FROM pragma_table_info('iceberg_tables')")
+            .fetch_all(&mut conn)
+            .await
+            .map_err(|e| FloeError::internal(format!("reading the catalog database: {e}")))?;
+    let has_table = !columns.is_empty();
+    if has_table && !columns.iter().any(|(name,)| name == "iceberg_type") {
+        tracing::info!("adding column iceberg_type to iceberg_tables (older pyiceberg catalog)");
+        sqlx::query("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)")
+            .execute(&mut conn)
+            .await
+            .map_err(|e| FloeError::internal(format!("upgrading the catalog database: {e}")))?;
+    }
+    Ok(())
+}
+
+/// What an executor needs to reach a table's files: storage properties only, never
+/// catalog credentials. `Debug` shows property names, not values.
+#[derive(Clone, Default, PartialEq)]
+pub struct StorageSpec {
+    pub props: HashMap<String, String>,
+}
+
+/// Property prefixes that configure storage access (the Iceberg/Java names).
+const STORAGE_PROP_PREFIXES: &[&str] = &["s3.", "client.", "gcs.", "adls.", "oss."];
+
+impl StorageSpec {
+    /// The storage part of a table's FileIO configuration.
+    pub fn from_file_io(file_io: &FileIO) -> Self {
+        let props = file_io
+            .config()
+            .props()
+            .iter()
+            .filter(|(k, _)| STORAGE_PROP_PREFIXES.iter().any(|p| k.starts_with(p)))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Self { props }
+    }
+
+    /// Rebuilds a FileIO from the shipped properties (on executors).
+    pub fn file_io(&self) -> FileIO {
+        FileIOBuilder::new(Arc::new(LocalFsStorageFactory))
+            .with_props(self.props.clone())
+            .build()
+    }
+}
+
+impl std::fmt::Debug for StorageSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut keys: Vec<_> = self.props.keys().collect();
+        keys.sort();
+        f.debug_struct("StorageSpec").field("props", &keys).finish()
+    }
+}

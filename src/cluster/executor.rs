@@ -1,0 +1,96 @@
+//! Executors: Ballista's executor process with Floe's codec and functions. The same
+//! code runs in-process (`floe serve --local-executors N`) and as `floe executor`.
+//! Executors get storage properties inside the plans they run, never catalog access.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+
+use ballista_core::config::TaskSchedulingPolicy;
+use ballista_core::registry::BallistaFunctionRegistry;
+use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
+use datafusion::functions_nested::all_default_nested_functions;
+
+use super::MAX_MESSAGE_SIZE;
+use crate::codec::FloePhysicalCodec;
+use crate::error::{FloeError, Result};
+
+pub struct ExecutorOptions {
+    /// Scheduler to register with (`HOST:PORT`).
+    pub scheduler_host: String,
+    pub scheduler_port: u16,
+    /// Address of the executor's Flight service (result and shuffle reads).
+    pub bind: SocketAddr,
+    /// Port the scheduler pushes tasks to.
+    pub grpc_port: u16,
+    pub slots: usize,
+}
+
+fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
+    let bind_host = options.bind.ip();
+    ExecutorProcessConfig {
+        bind_host: bind_host.to_string(),
+        // An unspecified bind address lets the scheduler use the peer address it sees.
+        external_host: (!bind_host.is_unspecified()).then(|| bind_host.to_string()),
+        port: options.bind.port(),
+        grpc_port: options.grpc_port,
+        scheduler_host: options.scheduler_host.clone(),
+        scheduler_port: options.scheduler_port,
+        concurrent_tasks: options.slots,
+        task_scheduling_policy: TaskSchedulingPolicy::PushStaged,
+        grpc_max_decoding_message_size: MAX_MESSAGE_SIZE as u32,
+        grpc_max_encoding_message_size: MAX_MESSAGE_SIZE as u32,
+        override_physical_codec: Some(Arc::new(FloePhysicalCodec::default())),
+        override_function_registry: Some(Arc::new(function_registry())),
+        ..Default::default()
+    }
+}
+
+/// DataFusion's functions, including the nested (array, map) ones that Ballista's
+/// default executor registry leaves out.
+fn function_registry() -> BallistaFunctionRegistry {
+    let mut registry = BallistaFunctionRegistry::default();
+    for f in all_default_nested_functions() {
+        registry.scalar_functions.insert(f.name().to_string(), f);
+    }
+    registry
+}
+
+/// Runs an executor until SIGINT/SIGTERM.
+pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
+    start_executor_process(Arc::new(process_config(&options)))
+        .await
+        .map_err(|e| FloeError::internal(format!("executor stopped: {e}")))
+}
+
+/// Starts an in-process executor on free loopback ports.
+pub fn spawn_local_executor(scheduler: SocketAddr, slots: usize) -> Result<()> {
+    let options = ExecutorOptions {
+        scheduler_host: scheduler_host(scheduler),
+        scheduler_port: scheduler.port(),
+        bind: SocketAddr::from(([127, 0, 0, 1], free_port()?)),
+        grpc_port: free_port()?,
+        slots,
+    };
+    tokio::spawn(async move {
+        if let Err(e) = run_executor(options).await {
+            tracing::error!("in-process executor: {e}");
+        }
+    });
+    Ok(())
+}
+
+/// Executors reach a scheduler that listens on all interfaces through loopback.
+fn scheduler_host(addr: SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        addr.ip().to_string()
+    }
+}
+
+fn free_port() -> Result<u16> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| FloeError::internal(format!("no free port for an executor: {e}")))
+}

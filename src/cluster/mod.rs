@@ -1,0 +1,143 @@
+//! Ballista embedding: the scheduler inside the coordinator, in-process and remote
+//! executors, job submission, cancellation and result streams.
+//!
+//! Statements are planned on a `SessionContext` made by the embedded scheduler's
+//! session manager, so live table providers stay in the coordinator (no logical plan
+//! round trip); the scheduler plans physically with that context, cuts stages and
+//! ships them to executors through [`FloePhysicalCodec`](crate::codec::FloePhysicalCodec).
+
+mod executor;
+mod jobs;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ballista_core::config::TaskSchedulingPolicy;
+use ballista_core::extension::SessionConfigExt;
+use ballista_scheduler::cluster::BallistaCluster;
+use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
+use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service};
+use ballista_scheduler::scheduler_server::SchedulerServer;
+use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
+
+pub use executor::{ExecutorOptions, run_executor, spawn_local_executor};
+pub use jobs::{JobOutput, fetch_results};
+
+use crate::catalog::DEFAULT_NAMESPACE;
+use crate::codec::FloePhysicalCodec;
+use crate::error::{FloeError, Result};
+
+type Scheduler = SchedulerServer<LogicalPlanNode, PhysicalPlanNode>;
+
+/// Largest gRPC message between coordinator and executors (stage plans carry file lists).
+pub const MAX_MESSAGE_SIZE: usize = 64 * 1024 * 1024;
+
+/// The embedded scheduler and what statements need from it.
+#[derive(Clone)]
+pub struct Cluster {
+    scheduler: Scheduler,
+    config: Arc<dyn Fn() -> SessionConfig + Send + Sync>,
+}
+
+pub struct ClusterOptions {
+    pub scheduler_addr: SocketAddr,
+    pub catalog_name: String,
+    pub target_partitions: usize,
+}
+
+/// The session settings every statement starts from.
+pub fn session_config(catalog_name: &str, target_partitions: usize) -> SessionConfig {
+    let mut config = SessionConfig::new_with_ballista()
+        .with_information_schema(true)
+        .with_create_default_catalog_and_schema(false)
+        .with_default_catalog_and_schema(catalog_name, DEFAULT_NAMESPACE)
+        .with_target_partitions(target_partitions);
+    // Plain Utf8 for string literals: clients and Iceberg columns use it.
+    config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+    config
+}
+
+/// A plain DataFusion state: the scheduler plans physically with it.
+fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionState> {
+    Ok(SessionStateBuilder::new()
+        .with_default_features()
+        .with_config(config)
+        .build())
+}
+
+impl Cluster {
+    /// Starts the scheduler; executors register at `options.scheduler_addr`.
+    pub async fn start(options: &ClusterOptions) -> Result<Self> {
+        let (catalog_name, partitions) = (options.catalog_name.clone(), options.target_partitions);
+        let config: Arc<dyn Fn() -> SessionConfig + Send + Sync> =
+            Arc::new(move || session_config(&catalog_name, partitions));
+        let addr = options.scheduler_addr;
+        let scheduler_config = SchedulerConfig {
+            bind_host: addr.ip().to_string(),
+            bind_port: addr.port(),
+            external_host: addr.ip().to_string(),
+            scheduling_policy: TaskSchedulingPolicy::PushStaged,
+            task_distribution: TaskDistributionPolicy::RoundRobin,
+            grpc_server_max_decoding_message_size: MAX_MESSAGE_SIZE as u32,
+            grpc_server_max_encoding_message_size: MAX_MESSAGE_SIZE as u32,
+            override_config_producer: Some(config.clone()),
+            override_session_builder: Some(Arc::new(session_builder)),
+            override_physical_codec: Some(Arc::new(FloePhysicalCodec::default())),
+            ..Default::default()
+        };
+        let cluster = BallistaCluster::new_from_config(&scheduler_config)
+            .await
+            .map_err(|e| FloeError::internal(format!("starting the scheduler: {e}")))?;
+        let scheduler: Scheduler = create_scheduler(cluster, Arc::new(scheduler_config))
+            .await
+            .map_err(|e| FloeError::internal(format!("starting the scheduler: {e}")))?;
+        // Fail early and clearly if the port is taken, before the service task owns it.
+        drop(std::net::TcpListener::bind(addr).map_err(|e| {
+            FloeError::invalid(format!("scheduler_addr: cannot listen on {addr}: {e}"))
+        })?);
+        let service = scheduler.clone();
+        tokio::spawn(async move {
+            if let Err(e) = start_grpc_service(addr, service).await {
+                tracing::error!("scheduler service stopped: {e}");
+            }
+        });
+        Ok(Self { scheduler, config })
+    }
+
+    /// Waits until at least `n` executors are registered.
+    pub async fn wait_for_executors(&self, n: usize, timeout: Duration) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            let registered = self
+                .scheduler
+                .state
+                .executor_manager
+                .get_executors_state()
+                .await
+                .map(|s| s.len())
+                .unwrap_or(0);
+            if registered >= n {
+                return Ok(());
+            }
+            if start.elapsed() > timeout {
+                return Err(FloeError::internal(format!(
+                    "only {registered} of {n} executors registered after {timeout:?}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A fresh context for one statement.
+    pub async fn statement_context(&self) -> Result<Arc<SessionContext>> {
+        self.scheduler
+            .state
+            .session_manager
+            .create_or_update_session("floe", &(self.config)())
+            .await
+            .map_err(|e| FloeError::internal(format!("creating a session: {e}")))
+    }
+}

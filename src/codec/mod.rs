@@ -1,0 +1,229 @@
+//! Floe's physical extension codec: Floe's plan nodes as `proto/floe.proto` messages,
+//! everything else delegated to Ballista's own codec (its shuffle nodes travel through
+//! the same hooks). A leading tag byte tells the two apart.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ballista_core::serde::BallistaPhysicalExtensionCodec;
+use datafusion::common::{Result as DfResult, internal_err};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion_proto::physical_plan::PhysicalExtensionCodec;
+use iceberg::scan::{FileScanTask, FileScanTaskDeleteFile};
+use iceberg::spec::{FormatVersion, PartitionSpec, Schema};
+use prost::Message;
+
+use crate::catalog::StorageSpec;
+use crate::error::{FloeError, Result};
+use crate::table::scan::{IcebergScanExec, ScanParts};
+use crate::table::write::{IcebergWriteExec, WriteSpec};
+
+/// Generated from `proto/floe.proto`.
+pub mod proto {
+    include!(concat!(env!("OUT_DIR"), "/floe.plan.rs"));
+}
+
+const TAG_BALLISTA: u8 = 0;
+const TAG_FLOE: u8 = 1;
+
+#[derive(Debug, Default)]
+pub struct FloePhysicalCodec {
+    ballista: BallistaPhysicalExtensionCodec,
+}
+
+impl PhysicalExtensionCodec for FloePhysicalCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        match buf.split_first() {
+            Some((&TAG_BALLISTA, rest)) => self.ballista.try_decode(rest, inputs, ctx),
+            Some((&TAG_FLOE, rest)) => Ok(decode_node(rest, inputs)?),
+            _ => internal_err!("plan node without a known codec tag"),
+        }
+    }
+
+    fn try_encode(&self, node: Arc<dyn ExecutionPlan>, buf: &mut Vec<u8>) -> DfResult<()> {
+        let message = if let Some(scan) = node.as_any().downcast_ref::<IcebergScanExec>() {
+            proto::floe_node::Node::Scan(encode_scan(scan)?)
+        } else if let Some(write) = node.as_any().downcast_ref::<IcebergWriteExec>() {
+            proto::floe_node::Node::Write(encode_write(&write.spec)?)
+        } else {
+            buf.push(TAG_BALLISTA);
+            return self.ballista.try_encode(node, buf);
+        };
+        buf.push(TAG_FLOE);
+        proto::FloeNode {
+            node: Some(message),
+        }
+        .encode(buf)
+        .map_err(|e| FloeError::internal(format!("encoding a plan node: {e}")))?;
+        Ok(())
+    }
+}
+
+fn decode_node(buf: &[u8], inputs: &[Arc<dyn ExecutionPlan>]) -> Result<Arc<dyn ExecutionPlan>> {
+    let node = proto::FloeNode::decode(buf)
+        .map_err(|e| FloeError::internal(format!("decoding a plan node: {e}")))?;
+    match node.node {
+        Some(proto::floe_node::Node::Scan(scan)) => Ok(Arc::new(decode_scan(scan)?)),
+        Some(proto::floe_node::Node::Write(write)) => {
+            let [input] = inputs else {
+                return Err(FloeError::internal(
+                    "IcebergWriteExec takes exactly one input",
+                ));
+            };
+            Ok(Arc::new(IcebergWriteExec::try_new(
+                input.clone(),
+                Arc::new(decode_write(write)?),
+            )?))
+        }
+        None => Err(FloeError::internal("empty Floe plan node")),
+    }
+}
+
+pub fn encode_scan(scan: &IcebergScanExec) -> Result<proto::ScanNode> {
+    let groups = scan
+        .groups
+        .iter()
+        .map(|tasks| {
+            Ok(proto::TaskGroup {
+                tasks: tasks.iter().map(encode_task).collect::<Result<_>>()?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(proto::ScanNode {
+        table: scan.table.clone(),
+        schema_json: to_json(scan.schema.as_ref())?,
+        project_field_ids: scan.project_field_ids.clone(),
+        predicate_json: scan.predicate.as_ref().map(to_json).transpose()?,
+        name_mapping_json: scan.name_mapping.clone(),
+        storage: Some(encode_storage(&scan.storage)),
+        groups,
+        case_sensitive: scan.case_sensitive,
+    })
+}
+
+fn encode_task(task: &FileScanTask) -> Result<proto::FileTask> {
+    Ok(proto::FileTask {
+        data_file_path: task.data_file_path.clone(),
+        file_size_in_bytes: task.file_size_in_bytes,
+        start: task.start,
+        length: task.length,
+        record_count: task.record_count,
+        data_file_format: task.data_file_format.to_string(),
+        deletes_json: task.deletes.iter().map(to_json).collect::<Result<_>>()?,
+    })
+}
+
+pub fn decode_scan(node: proto::ScanNode) -> Result<IcebergScanExec> {
+    let schema: Arc<Schema> = Arc::new(from_json(&node.schema_json)?);
+    let groups = node
+        .groups
+        .into_iter()
+        .map(|group| {
+            group
+                .tasks
+                .into_iter()
+                .map(|task| decode_task(task, &schema))
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let parts = ScanParts {
+        table: node.table,
+        schema,
+        project_field_ids: node.project_field_ids,
+        predicate: node.predicate_json.as_deref().map(from_json).transpose()?,
+        name_mapping: node.name_mapping_json,
+        storage: decode_storage(node.storage),
+        case_sensitive: node.case_sensitive,
+    };
+    IcebergScanExec::try_new(parts, groups)
+}
+
+/// The per-node parts (schema, projection, predicate) are re-attached by
+/// `IcebergScanExec::try_new`.
+fn decode_task(task: proto::FileTask, schema: &Arc<Schema>) -> Result<FileScanTask> {
+    Ok(FileScanTask {
+        file_size_in_bytes: task.file_size_in_bytes,
+        start: task.start,
+        length: task.length,
+        record_count: task.record_count,
+        data_file_path: task.data_file_path,
+        data_file_format: task
+            .data_file_format
+            .parse()
+            .map_err(|e| FloeError::internal(format!("data file format: {e}")))?,
+        schema: schema.clone(),
+        project_field_ids: Vec::new(),
+        predicate: None,
+        deletes: task
+            .deletes_json
+            .iter()
+            .map(|d| from_json::<FileScanTaskDeleteFile>(d))
+            .collect::<Result<_>>()?,
+        partition: None,
+        partition_spec: None,
+        name_mapping: None,
+        case_sensitive: true,
+    })
+}
+
+fn encode_write(spec: &WriteSpec) -> Result<proto::WriteNode> {
+    Ok(proto::WriteNode {
+        table: spec.table.clone(),
+        schema_json: to_json(spec.schema.as_ref())?,
+        partition_spec_json: to_json(spec.partition_spec.as_ref())?,
+        storage: Some(encode_storage(&spec.storage)),
+        data_location: spec.data_location.clone(),
+        write_id: spec.write_id.clone(),
+        format_version: spec.format_version as i32,
+        target_file_size_bytes: spec.target_file_size_bytes,
+        compression_codec: spec.compression_codec.clone(),
+    })
+}
+
+fn decode_write(node: proto::WriteNode) -> Result<WriteSpec> {
+    let format_version = match node.format_version {
+        1 => FormatVersion::V1,
+        2 => FormatVersion::V2,
+        3 => FormatVersion::V3,
+        v => return Err(FloeError::internal(format!("unknown format version {v}"))),
+    };
+    Ok(WriteSpec {
+        table: node.table,
+        schema: Arc::new(from_json(&node.schema_json)?),
+        partition_spec: Arc::new(from_json::<PartitionSpec>(&node.partition_spec_json)?),
+        storage: decode_storage(node.storage),
+        data_location: node.data_location,
+        write_id: node.write_id,
+        format_version,
+        target_file_size_bytes: node.target_file_size_bytes,
+        compression_codec: node.compression_codec,
+    })
+}
+
+fn encode_storage(storage: &StorageSpec) -> proto::StorageSpec {
+    proto::StorageSpec {
+        props: storage.props.clone(),
+    }
+}
+
+fn decode_storage(storage: Option<proto::StorageSpec>) -> StorageSpec {
+    StorageSpec {
+        props: storage.map(|s| s.props).unwrap_or_else(HashMap::new),
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value)
+        .map_err(|e| FloeError::internal(format!("encoding a plan node: {e}")))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(json: &str) -> Result<T> {
+    serde_json::from_str(json)
+        .map_err(|e| FloeError::internal(format!("decoding a plan node: {e}")))
+}

@@ -1,0 +1,292 @@
+//! The Flight SQL service: handshake, ad hoc and prepared statements, updates, and
+//! results streamed batch by batch. What is not supported answers `UNIMPLEMENTED`.
+
+mod results;
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_server::FlightServiceServer;
+use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
+use arrow_flight::sql::{
+    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
+    ActionCreatePreparedStatementResult, CommandPreparedStatementQuery,
+    CommandPreparedStatementUpdate, CommandStatementQuery, CommandStatementUpdate, ProstMessageExt,
+    SqlInfo, TicketStatementQuery,
+};
+use arrow_flight::{
+    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
+    SchemaAsIpc, Ticket,
+};
+use datafusion::arrow::ipc::writer::IpcWriteOptions;
+use futures::{Stream, StreamExt, TryStreamExt};
+use prost::Message;
+use tonic::metadata::MetadataValue;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::error::{ErrorKind, FloeError};
+use crate::sql::{Engine, Outcome, StatementKind};
+use results::{PendingResults, client_batch, client_schema};
+
+pub struct FloeFlightService {
+    engine: Arc<Engine>,
+    pending: PendingResults,
+}
+
+impl FloeFlightService {
+    pub fn new(engine: Arc<Engine>) -> Self {
+        Self {
+            engine,
+            pending: PendingResults::default(),
+        }
+    }
+
+    /// Runs (DDL, INSERT) or plans (queries) a statement and describes its result.
+    async fn flight_info(
+        &self,
+        sql: &str,
+        descriptor: FlightDescriptor,
+    ) -> Result<FlightInfo, Status> {
+        let outcome = self.engine.execute(sql).await.map_err(status)?;
+        let schema = match &outcome {
+            Outcome::Query(query) => client_schema(&query.schema()),
+            Outcome::Done { rows, .. } => rows.schema(),
+        };
+        let handle = self.pending.insert(outcome);
+        let ticket = TicketStatementQuery {
+            statement_handle: handle.into(),
+        };
+        FlightInfo::new()
+            .try_with_schema(&schema)
+            .map_err(|e| Status::internal(e.to_string()))
+            .map(|info| {
+                info.with_descriptor(descriptor)
+                    .with_endpoint(
+                        FlightEndpoint::new()
+                            .with_ticket(Ticket::new(ticket.as_any().encode_to_vec())),
+                    )
+                    .with_ordered(true)
+            })
+    }
+
+    /// Runs a statement sent as an update; returns the affected row count.
+    async fn update(&self, sql: &str) -> Result<i64, Status> {
+        match self.engine.execute(sql).await.map_err(status)? {
+            Outcome::Done { affected, .. } => Ok(affected),
+            Outcome::Query(_) => Err(Status::invalid_argument(
+                "a query was sent as an update; execute it as a query",
+            )),
+        }
+    }
+}
+
+/// Maps an error to the Flight status a client sees.
+pub fn status(e: FloeError) -> Status {
+    let message = e.message;
+    match e.kind {
+        ErrorKind::InvalidArgument => Status::invalid_argument(message),
+        ErrorKind::NotFound => Status::not_found(message),
+        ErrorKind::AlreadyExists => Status::already_exists(message),
+        ErrorKind::Unimplemented => Status::unimplemented(message),
+        ErrorKind::Cancelled => Status::cancelled(message),
+        ErrorKind::Internal => Status::internal(message),
+    }
+}
+
+/// Prepared statement handles carry the SQL itself: nothing to keep on the server, and
+/// every execution resolves its tables afresh.
+fn handle_sql(handle: &[u8]) -> Result<&str, Status> {
+    std::str::from_utf8(handle)
+        .map_err(|_| Status::invalid_argument("prepared statement handle is not valid"))
+}
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl FlightSqlService for FloeFlightService {
+    type FlightService = FloeFlightService;
+
+    async fn do_handshake(
+        &self,
+        _request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<BoxStream<HandshakeResponse>>, Status> {
+        // Authentication is not configured: any credentials are accepted.
+        let token = "anonymous";
+        let reply = HandshakeResponse {
+            protocol_version: 0,
+            payload: token.as_bytes().to_vec().into(),
+        };
+        let mut response: Response<BoxStream<HandshakeResponse>> =
+            Response::new(Box::pin(futures::stream::iter([Ok(reply)])));
+        response.metadata_mut().insert(
+            "authorization",
+            MetadataValue::from_static("Bearer anonymous"),
+        );
+        Ok(response)
+    }
+
+    async fn get_flight_info_statement(
+        &self,
+        query: CommandStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let info = self.flight_info(&query.query, request.into_inner()).await?;
+        Ok(Response::new(info))
+    }
+
+    async fn get_flight_info_prepared_statement(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let sql = handle_sql(&query.prepared_statement_handle)?.to_string();
+        let info = self.flight_info(&sql, request.into_inner()).await?;
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_statement(
+        &self,
+        ticket: TicketStatementQuery,
+        _request: Request<Ticket>,
+    ) -> Result<
+        Response<<Self as arrow_flight::flight_service_server::FlightService>::DoGetStream>,
+        Status,
+    > {
+        let outcome = self.pending.take(&ticket.statement_handle).ok_or_else(|| {
+            Status::not_found(
+                "result not found: tickets are single-use and expire after 10 minutes",
+            )
+        })?;
+        let (schema, batches) = match outcome {
+            Outcome::Done { rows, .. } => {
+                let schema = rows.schema();
+                let stream = futures::stream::iter([Ok(rows)]).boxed();
+                (schema, stream)
+            }
+            Outcome::Query(query) => {
+                let schema = client_schema(&query.schema());
+                let stream = self.engine.run_query(query).await.map_err(status)?;
+                let target = schema.clone();
+                let stream = stream
+                    .map_err(|e| FlightError::ExternalError(Box::new(FloeError::from(e))))
+                    .and_then(move |batch| {
+                        futures::future::ready(
+                            client_batch(batch, &target)
+                                .map_err(|e| FlightError::ExternalError(Box::new(e))),
+                        )
+                    })
+                    .boxed();
+                (schema, stream)
+            }
+        };
+        let encoded = FlightDataEncoderBuilder::new()
+            .with_schema(schema)
+            .build(batches)
+            .map_err(flight_error_status);
+        Ok(Response::new(Box::pin(encoded)))
+    }
+
+    async fn do_put_statement_update(
+        &self,
+        command: CommandStatementUpdate,
+        _request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        self.update(&command.query).await
+    }
+
+    async fn do_put_prepared_statement_update(
+        &self,
+        command: CommandPreparedStatementUpdate,
+        _request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        let sql = handle_sql(&command.prepared_statement_handle)?.to_string();
+        self.update(&sql).await
+    }
+
+    async fn do_action_create_prepared_statement(
+        &self,
+        query: ActionCreatePreparedStatementRequest,
+        _request: Request<arrow_flight::Action>,
+    ) -> Result<ActionCreatePreparedStatementResult, Status> {
+        // Queries report their result schema; DDL and DML an empty one, which tells
+        // JDBC-style clients to send them as updates.
+        let dataset_schema = match self.engine.prepare(&query.query).await.map_err(status)? {
+            StatementKind::Query(schema) => {
+                let message: IpcMessage =
+                    SchemaAsIpc::new(&client_schema(&schema), &IpcWriteOptions::default())
+                        .try_into()
+                        .map_err(|e: datafusion::arrow::error::ArrowError| {
+                            Status::internal(e.to_string())
+                        })?;
+                message.0
+            }
+            StatementKind::Update => Default::default(),
+        };
+        Ok(ActionCreatePreparedStatementResult {
+            prepared_statement_handle: query.query.into_bytes().into(),
+            dataset_schema,
+            parameter_schema: Default::default(),
+        })
+    }
+
+    async fn do_action_close_prepared_statement(
+        &self,
+        _query: ActionClosePreparedStatementRequest,
+        _request: Request<arrow_flight::Action>,
+    ) -> Result<(), Status> {
+        Ok(())
+    }
+
+    async fn do_action_fallback(
+        &self,
+        request: Request<arrow_flight::Action>,
+    ) -> Result<
+        Response<<Self as arrow_flight::flight_service_server::FlightService>::DoActionStream>,
+        Status,
+    > {
+        Err(Status::unimplemented(format!(
+            "action {} is not supported",
+            request.get_ref().r#type
+        )))
+    }
+
+    async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+fn flight_error_status(e: FlightError) -> Status {
+    match e {
+        FlightError::ExternalError(inner) => match inner.downcast::<FloeError>() {
+            Ok(floe) => status(*floe),
+            Err(other) => Status::internal(other.to_string()),
+        },
+        FlightError::Tonic(status) => *status,
+        other => Status::internal(other.to_string()),
+    }
+}
+
+/// Serves Flight SQL on `addr` until `shutdown` completes; in-flight calls finish first.
+pub async fn serve(
+    engine: Arc<Engine>,
+    addr: SocketAddr,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), FloeError> {
+    let service = FlightServiceServer::new(FloeFlightService::new(engine))
+        .max_decoding_message_size(64 * 1024 * 1024)
+        .max_encoding_message_size(64 * 1024 * 1024);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| FloeError::invalid(format!("flight_addr: cannot listen on {addr}: {e}")))?;
+    tracing::info!("Flight SQL listening on grpc://{addr}");
+    println!("Floe is serving Flight SQL on grpc://{addr}");
+    tonic::transport::Server::builder()
+        .add_service(service)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )
+        .await
+        .map_err(|e| FloeError::internal(format!("Flight SQL server: {e}")))
+}

@@ -1,0 +1,17 @@
+//! Floe: an Arrow Flight SQL server for Apache Iceberg tables, distributed with Ballista.
+//!
+//! Data flows one way: [`flight`] (the Flight SQL service) → [`sql`] (statement
+//! routing, per-statement table resolution, DDL, commits) → [`cluster`] (the embedded
+//! Ballista scheduler and executors) and [`table`] (Iceberg scan and write nodes) →
+//! [`catalog`] (the Iceberg catalog). [`codec`] carries Floe's plan nodes to executors.
+
+pub mod arrow_compat;
+pub mod catalog;
+pub mod cluster;
+pub mod codec;
+pub mod config;
+pub mod error;
+pub mod flight;
+pub mod server;
+pub mod sql;
+pub mod table;

@@ -1,0 +1,106 @@
+//! `floe serve` and `floe executor`.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use floe::cluster::{ExecutorOptions, run_executor};
+use floe::config::{ServeArgs, ServeConfig, cpus};
+use floe::error::{FloeError, Result};
+
+#[derive(Parser)]
+#[command(
+    name = "floe",
+    version,
+    about = "Arrow Flight SQL server for Apache Iceberg tables"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the coordinator: Flight SQL, the embedded scheduler and in-process executors.
+    Serve(ServeArgs),
+    /// Run an executor that joins a coordinator's scheduler.
+    Executor(ExecutorArgs),
+}
+
+#[derive(clap::Args)]
+struct ExecutorArgs {
+    /// The coordinator's scheduler address (HOST:PORT).
+    #[arg(long, env = "FLOE_SCHEDULER")]
+    scheduler: String,
+    /// Address of this executor's Flight service (the next port takes scheduled tasks).
+    #[arg(long, env = "FLOE_EXECUTOR_BIND", default_value = "127.0.0.1:50051")]
+    bind: SocketAddr,
+    /// Concurrent tasks (default: number of CPUs).
+    #[arg(long, env = "FLOE_EXECUTOR_SLOTS")]
+    slots: Option<usize>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("floe: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => floe::server::serve(ServeConfig::resolve(&args)?).await,
+            Command::Executor(args) => executor(args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("floe: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn executor(args: ExecutorArgs) -> Result<()> {
+    let (host, port) = args
+        .scheduler
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
+        .ok_or_else(|| {
+            FloeError::invalid(format!(
+                "--scheduler: '{}' is not HOST:PORT",
+                args.scheduler
+            ))
+        })?;
+    let grpc_port =
+        args.bind.port().checked_add(1).ok_or_else(|| {
+            FloeError::invalid("--bind: the port must leave room for the next one")
+        })?;
+    run_executor(ExecutorOptions {
+        scheduler_host: host,
+        scheduler_port: port,
+        bind: args.bind,
+        grpc_port,
+        slots: args.slots.unwrap_or_else(cpus),
+    })
+    .await
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(
+            "info,ballista=warn,ballista_core=warn,ballista_scheduler=warn,ballista_executor=warn,datafusion=warn,iceberg=warn,sqlx=warn,h2=warn,tower=warn",
+        )
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

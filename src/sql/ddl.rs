@@ -1,0 +1,455 @@
+//! DDL, executed by Floe against the Iceberg catalog (async, on the coordinator):
+//! CREATE/DROP SCHEMA and CREATE/DROP TABLE with Iceberg types and partition transforms.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::sql::sqlparser::ast::{
+    ArrayElemTypeDef, ColumnDef, ColumnOption, CreateTable, DataType, ExactNumberInfo, Expr,
+    FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, SchemaName, StructField,
+    TimezoneInfo, Value,
+};
+use iceberg::spec::{
+    ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Transform,
+    Type, UnboundPartitionSpec,
+};
+use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
+
+use crate::error::{FloeError, Result};
+
+/// How a SQL object name maps onto the catalog: `[catalog.]namespace.table` or `table`.
+pub struct Names<'a> {
+    pub catalog_name: &'a str,
+    pub default_namespace: &'a str,
+}
+
+/// Unquoted identifiers are case-insensitive (lower-cased), as in DataFusion.
+pub fn normalize(ident: &Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_lowercase(),
+    }
+}
+
+fn parts(name: &ObjectName) -> Result<Vec<String>> {
+    name.0
+        .iter()
+        .map(|part| {
+            part.as_ident()
+                .map(normalize)
+                .ok_or_else(|| FloeError::invalid(format!("unsupported name {name}")))
+        })
+        .collect()
+}
+
+impl Names<'_> {
+    pub fn namespace(&self, name: &ObjectName) -> Result<NamespaceIdent> {
+        match parts(name)?.as_slice() {
+            [ns] => Ok(NamespaceIdent::new(ns.clone())),
+            [catalog, ns] if catalog == self.catalog_name => Ok(NamespaceIdent::new(ns.clone())),
+            [catalog, _] => Err(FloeError::not_found(format!(
+                "catalog '{catalog}' not found"
+            ))),
+            _ => Err(FloeError::invalid(format!("invalid schema name {name}"))),
+        }
+    }
+
+    pub fn table(&self, name: &ObjectName) -> Result<TableIdent> {
+        let ident = |ns: &str, t: &str| TableIdent::new(NamespaceIdent::new(ns.into()), t.into());
+        match parts(name)?.as_slice() {
+            [t] => Ok(ident(self.default_namespace, t)),
+            [ns, t] => Ok(ident(ns, t)),
+            [catalog, ns, t] if catalog == self.catalog_name => Ok(ident(ns, t)),
+            [catalog, _, _] => Err(FloeError::not_found(format!(
+                "catalog '{catalog}' not found"
+            ))),
+            _ => Err(FloeError::invalid(format!("invalid table name {name}"))),
+        }
+    }
+}
+
+pub async fn create_schema(
+    catalog: &dyn Catalog,
+    names: &Names<'_>,
+    schema_name: &SchemaName,
+    if_not_exists: bool,
+) -> Result<()> {
+    let SchemaName::Simple(name) = schema_name else {
+        return Err(FloeError::unimplemented(
+            "CREATE SCHEMA … AUTHORIZATION is not supported",
+        ));
+    };
+    let namespace = names.namespace(name)?;
+    if catalog.namespace_exists(&namespace).await? {
+        if if_not_exists {
+            return Ok(());
+        }
+        return Err(FloeError::already_exists(format!(
+            "schema '{}' already exists",
+            namespace.to_url_string()
+        )));
+    }
+    catalog.create_namespace(&namespace, HashMap::new()).await?;
+    Ok(())
+}
+
+pub async fn drop_schemas(
+    catalog: &dyn Catalog,
+    names: &Names<'_>,
+    schemas: &[ObjectName],
+    if_exists: bool,
+    cascade: bool,
+) -> Result<()> {
+    for name in schemas {
+        let namespace = names.namespace(name)?;
+        if !catalog.namespace_exists(&namespace).await? {
+            if if_exists {
+                continue;
+            }
+            return Err(FloeError::not_found(format!(
+                "schema '{}' not found",
+                namespace.to_url_string()
+            )));
+        }
+        let tables = catalog.list_tables(&namespace).await?;
+        if !tables.is_empty() && !cascade {
+            return Err(FloeError::invalid(format!(
+                "schema '{}' is not empty ({} tables); use DROP SCHEMA … CASCADE",
+                namespace.to_url_string(),
+                tables.len()
+            )));
+        }
+        for table in tables {
+            catalog.drop_table(&table).await?;
+        }
+        catalog.drop_namespace(&namespace).await?;
+    }
+    Ok(())
+}
+
+pub async fn drop_tables(
+    catalog: &dyn Catalog,
+    names: &Names<'_>,
+    tables: &[ObjectName],
+    if_exists: bool,
+) -> Result<()> {
+    for name in tables {
+        let ident = names.table(name)?;
+        let exists = catalog.namespace_exists(ident.namespace()).await?
+            && catalog.table_exists(&ident).await?;
+        if !exists {
+            if if_exists {
+                continue;
+            }
+            return Err(FloeError::not_found(format!("table '{ident}' not found")));
+        }
+        catalog.drop_table(&ident).await?;
+    }
+    Ok(())
+}
+
+pub async fn create_table(
+    catalog: &dyn Catalog,
+    names: &Names<'_>,
+    create: &CreateTable,
+    partitioned_by: Option<&[Expr]>,
+) -> Result<()> {
+    if create.query.is_some() {
+        return Err(FloeError::unimplemented(
+            "CREATE TABLE … AS SELECT is not supported yet",
+        ));
+    }
+    if create.or_replace {
+        return Err(FloeError::unimplemented(
+            "CREATE OR REPLACE TABLE is not supported yet",
+        ));
+    }
+    let ident = names.table(&create.name)?;
+    if !catalog.namespace_exists(ident.namespace()).await? {
+        return Err(FloeError::not_found(format!(
+            "schema '{}' not found",
+            ident.namespace().to_url_string()
+        )));
+    }
+    if catalog.table_exists(&ident).await? {
+        if create.if_not_exists {
+            return Ok(());
+        }
+        return Err(FloeError::already_exists(format!(
+            "table '{ident}' already exists"
+        )));
+    }
+    let schema = table_schema(&create.columns)?;
+    let spec = partition_spec(&schema, partitioned_by.unwrap_or_default())?;
+    let creation = TableCreation::builder()
+        .name(ident.name().to_string())
+        .schema(schema)
+        .partition_spec(spec)
+        .build();
+    match catalog.create_table(ident.namespace(), creation).await {
+        Err(e) if e.kind() == iceberg::ErrorKind::TableAlreadyExists && create.if_not_exists => {
+            Ok(())
+        }
+        other => other.map(|_| ()).map_err(Into::into),
+    }
+}
+
+/// Assigns field ids depth-first, starting at 1.
+struct FieldIds(i32);
+
+impl FieldIds {
+    fn next(&mut self) -> i32 {
+        self.0 += 1;
+        self.0
+    }
+}
+
+pub fn table_schema(columns: &[ColumnDef]) -> Result<Schema> {
+    if columns.is_empty() {
+        return Err(FloeError::invalid("CREATE TABLE needs at least one column"));
+    }
+    let mut ids = FieldIds(0);
+    let mut fields = Vec::with_capacity(columns.len());
+    for column in columns {
+        let required = column_required(column)?;
+        let id = ids.next();
+        let ty = iceberg_type(&column.data_type, &mut ids)?;
+        fields.push(Arc::new(NestedField::new(
+            id,
+            normalize(&column.name),
+            ty,
+            required,
+        )));
+    }
+    Ok(Schema::builder().with_fields(fields).build()?)
+}
+
+fn column_required(column: &ColumnDef) -> Result<bool> {
+    let mut required = false;
+    for option in &column.options {
+        match &option.option {
+            ColumnOption::NotNull => required = true,
+            ColumnOption::Null => required = false,
+            other => {
+                return Err(FloeError::invalid(format!(
+                    "column '{}': option {other} is not supported",
+                    column.name
+                )));
+            }
+        }
+    }
+    Ok(required)
+}
+
+/// The Iceberg type of a SQL type. Nested types: `STRUCT<a INT, b STRING>`,
+/// `ARRAY<T>`, `MAP(K, V)`; their children are optional.
+fn iceberg_type(data_type: &DataType, ids: &mut FieldIds) -> Result<Type> {
+    use PrimitiveType as P;
+    let primitive = |p: P| Ok(Type::Primitive(p));
+    match data_type {
+        DataType::Boolean | DataType::Bool => primitive(P::Boolean),
+        DataType::TinyInt(_)
+        | DataType::SmallInt(_)
+        | DataType::Int2(_)
+        | DataType::Int(_)
+        | DataType::Int4(_)
+        | DataType::Integer(_)
+        | DataType::Int32 => primitive(P::Int),
+        DataType::BigInt(_) | DataType::Int8(_) | DataType::Int64 => primitive(P::Long),
+        DataType::Real | DataType::Float4 | DataType::Float32 => primitive(P::Float),
+        DataType::Float(info) => match info {
+            ExactNumberInfo::Precision(p) if *p <= 24 => primitive(P::Float),
+            _ => primitive(P::Double),
+        },
+        DataType::Double(_) | DataType::DoublePrecision | DataType::Float8 | DataType::Float64 => {
+            primitive(P::Double)
+        }
+        DataType::Decimal(info) | DataType::Numeric(info) | DataType::Dec(info) => {
+            let (precision, scale) = match info {
+                ExactNumberInfo::PrecisionAndScale(p, s) => (*p, *s),
+                ExactNumberInfo::Precision(p) => (*p, 0),
+                ExactNumberInfo::None => (38, 0),
+            };
+            if !(1..=38).contains(&precision) || scale < 0 || scale as u64 > precision {
+                return Err(FloeError::invalid(format!(
+                    "DECIMAL({precision}, {scale}) is out of range (precision 1..38, 0 <= scale <= precision)"
+                )));
+            }
+            primitive(P::Decimal {
+                precision: precision as u32,
+                scale: scale as u32,
+            })
+        }
+        DataType::Date => primitive(P::Date),
+        DataType::Time(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => primitive(P::Time),
+        DataType::Timestamp(precision, tz) => {
+            let with_tz = matches!(tz, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz);
+            match (precision.unwrap_or(6) > 6, with_tz) {
+                (false, false) => primitive(P::Timestamp),
+                (false, true) => primitive(P::Timestamptz),
+                (true, false) => primitive(P::TimestampNs),
+                (true, true) => primitive(P::TimestamptzNs),
+            }
+        }
+        DataType::TimestampNtz(_) => primitive(P::Timestamp),
+        DataType::String(_)
+        | DataType::Varchar(_)
+        | DataType::Char(_)
+        | DataType::Character(_)
+        | DataType::CharacterVarying(_)
+        | DataType::CharVarying(_)
+        | DataType::Nvarchar(_)
+        | DataType::Text => primitive(P::String),
+        DataType::Uuid => primitive(P::Uuid),
+        DataType::Binary(Some(n)) => primitive(P::Fixed(*n)),
+        DataType::Binary(None)
+        | DataType::Varbinary(_)
+        | DataType::Bytea
+        | DataType::Blob(_)
+        | DataType::Bytes(_) => primitive(P::Binary),
+        DataType::Custom(name, args) if args.is_empty() => {
+            match name.to_string().to_lowercase().as_str() {
+                "long" => primitive(P::Long),
+                "timestamptz" => primitive(P::Timestamptz),
+                "timestamp_ns" => primitive(P::TimestampNs),
+                "timestamptz_ns" => primitive(P::TimestamptzNs),
+                _ => unsupported(data_type),
+            }
+        }
+        DataType::Custom(name, args) if name.to_string().eq_ignore_ascii_case("fixed") => {
+            match args.as_slice() {
+                [n] => n
+                    .parse()
+                    .map(|n| Type::Primitive(P::Fixed(n)))
+                    .map_err(|_| {
+                        FloeError::invalid(format!("FIXED({n}): length must be a number"))
+                    }),
+                _ => unsupported(data_type),
+            }
+        }
+        DataType::Array(ArrayElemTypeDef::AngleBracket(element))
+        | DataType::Array(ArrayElemTypeDef::SquareBracket(element, _))
+        | DataType::Array(ArrayElemTypeDef::Parenthesis(element)) => {
+            let id = ids.next();
+            let element = iceberg_type(element, ids)?;
+            Ok(Type::List(ListType::new(Arc::new(
+                NestedField::list_element(id, element, false),
+            ))))
+        }
+        DataType::Map(key, value) => {
+            let (key_id, value_id) = (ids.next(), ids.next());
+            let key = iceberg_type(key, ids)?;
+            let value = iceberg_type(value, ids)?;
+            Ok(Type::Map(MapType::new(
+                Arc::new(NestedField::map_key_element(key_id, key)),
+                Arc::new(NestedField::map_value_element(value_id, value, false)),
+            )))
+        }
+        DataType::Struct(fields, _) => {
+            Ok(Type::Struct(StructType::new(struct_fields(fields, ids)?)))
+        }
+        _ => unsupported(data_type),
+    }
+}
+
+fn struct_fields(fields: &[StructField], ids: &mut FieldIds) -> Result<Vec<NestedFieldRef>> {
+    let ids_for_fields: Vec<i32> = fields.iter().map(|_| ids.next()).collect();
+    fields
+        .iter()
+        .zip(ids_for_fields)
+        .map(|(field, id)| {
+            let name =
+                field.field_name.as_ref().map(normalize).ok_or_else(|| {
+                    FloeError::invalid("STRUCT fields need names: STRUCT<a INT, …>")
+                })?;
+            let ty = iceberg_type(&field.field_type, ids)?;
+            Ok(Arc::new(NestedField::optional(id, name, ty)))
+        })
+        .collect()
+}
+
+fn unsupported<T>(data_type: &DataType) -> Result<T> {
+    Err(FloeError::invalid(format!(
+        "type {data_type} is not supported by Iceberg tables"
+    )))
+}
+
+/// `PARTITIONED BY (col, bucket(N, col), truncate(W, col), year(col), month(col),
+/// day(col), hour(col))`, with Spark's partition field names (`col_bucket`, …).
+pub fn partition_spec(schema: &Schema, exprs: &[Expr]) -> Result<UnboundPartitionSpec> {
+    let mut builder = UnboundPartitionSpec::builder();
+    for expr in exprs {
+        let (transform, column) = transform_of(expr)?;
+        let field = schema.field_by_name(&column).ok_or_else(|| {
+            FloeError::invalid(format!(
+                "PARTITIONED BY: column '{column}' is not in the table"
+            ))
+        })?;
+        let name = match transform {
+            Transform::Identity => column.clone(),
+            Transform::Bucket(_) => format!("{column}_bucket"),
+            Transform::Truncate(_) => format!("{column}_trunc"),
+            Transform::Year => format!("{column}_year"),
+            Transform::Month => format!("{column}_month"),
+            Transform::Day => format!("{column}_day"),
+            Transform::Hour => format!("{column}_hour"),
+            _ => unreachable!("transform_of only returns the transforms above"),
+        };
+        if transform.result_type(&field.field_type).is_err() {
+            return Err(FloeError::invalid(format!(
+                "PARTITIONED BY: {transform} cannot be applied to column '{column}' of type {}",
+                field.field_type
+            )));
+        }
+        builder = builder.add_partition_field(field.id, name, transform)?;
+    }
+    Ok(builder.build())
+}
+
+fn transform_of(expr: &Expr) -> Result<(Transform, String)> {
+    let invalid = || {
+        FloeError::invalid(format!(
+            "PARTITIONED BY: '{expr}' is not a column or one of bucket(N, col), truncate(W, col), year(col), month(col), day(col), hour(col)"
+        ))
+    };
+    match expr {
+        Expr::Identifier(ident) => Ok((Transform::Identity, normalize(ident))),
+        Expr::Function(function) => {
+            let FunctionArguments::List(list) = &function.args else {
+                return Err(invalid());
+            };
+            let args: Vec<&Expr> = list
+                .args
+                .iter()
+                .map(|a| match a {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Ok(e),
+                    _ => Err(invalid()),
+                })
+                .collect::<Result<_>>()?;
+            let column = |e: &Expr| match e {
+                Expr::Identifier(ident) => Ok(normalize(ident)),
+                _ => Err(invalid()),
+            };
+            let number = |e: &Expr| match e {
+                Expr::Value(v) => match &v.value {
+                    Value::Number(n, _) => {
+                        n.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(invalid)
+                    }
+                    _ => Err(invalid()),
+                },
+                _ => Err(invalid()),
+            };
+            let name = function.name.to_string().to_lowercase();
+            match (name.as_str(), args.as_slice()) {
+                ("bucket", [n, c]) => Ok((Transform::Bucket(number(n)?), column(c)?)),
+                ("truncate", [w, c]) => Ok((Transform::Truncate(number(w)?), column(c)?)),
+                ("year" | "years", [c]) => Ok((Transform::Year, column(c)?)),
+                ("month" | "months", [c]) => Ok((Transform::Month, column(c)?)),
+                ("day" | "days", [c]) => Ok((Transform::Day, column(c)?)),
+                ("hour" | "hours", [c]) => Ok((Transform::Hour, column(c)?)),
+                _ => Err(invalid()),
+            }
+        }
+        _ => Err(invalid()),
+    }
+}

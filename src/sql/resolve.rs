@@ -1,0 +1,229 @@
+//! Per-statement table resolution. Each statement gets its own catalog provider: the
+//! tables it references are loaded fresh from the Iceberg catalog (one snapshot each,
+//! pinned for the whole statement) and nothing outlives the statement, so a schema
+//! change made by anyone is visible to the next statement.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
+use datafusion::error::Result as DfResult;
+use datafusion::execution::SessionState;
+use datafusion::sql::TableReference;
+use datafusion::sql::parser::Statement;
+use iceberg::{Catalog, NamespaceIdent, TableIdent};
+
+use crate::error::{FloeError, Result};
+use crate::table::provider::IcebergTableProvider;
+
+const INFORMATION_SCHEMA: &str = "information_schema";
+
+pub struct StatementCatalog {
+    schemas: HashMap<String, Arc<StatementSchema>>,
+}
+
+pub struct StatementSchema {
+    catalog: Arc<dyn Catalog>,
+    namespace: NamespaceIdent,
+    /// Table names listed for information_schema (empty unless the statement needs them).
+    listed: Vec<String>,
+    resolved: Mutex<HashMap<String, Arc<IcebergTableProvider>>>,
+}
+
+/// What a statement references, resolved against the catalog.
+pub struct Resolution {
+    pub catalog: Arc<StatementCatalog>,
+    /// The statement reads information_schema, which runs on the coordinator.
+    pub uses_information_schema: bool,
+}
+
+pub async fn resolve(
+    catalog: &Arc<dyn Catalog>,
+    catalog_name: &str,
+    default_namespace: &str,
+    statement: &Statement,
+    state: &SessionState,
+) -> Result<Resolution> {
+    let references = state.resolve_table_references(statement)?;
+    let uses_information_schema = references
+        .iter()
+        .any(|r| r.schema() == Some(INFORMATION_SCHEMA));
+
+    let mut namespaces: Vec<String> = if uses_information_schema {
+        catalog
+            .list_namespaces(None)
+            .await?
+            .iter()
+            .map(|ns| ns.to_url_string())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for reference in references
+        .iter()
+        .filter(|r| r.schema() != Some(INFORMATION_SCHEMA))
+    {
+        if let Some(name) = reference.catalog()
+            && name != catalog_name
+        {
+            return Err(FloeError::not_found(format!("catalog '{name}' not found")));
+        }
+        namespaces.push(reference.schema().unwrap_or(default_namespace).to_string());
+    }
+    namespaces.sort();
+    namespaces.dedup();
+
+    let mut schemas = HashMap::new();
+    for name in namespaces {
+        let namespace = NamespaceIdent::new(name.clone());
+        if !catalog.namespace_exists(&namespace).await? {
+            continue;
+        }
+        let listed = if uses_information_schema {
+            catalog
+                .list_tables(&namespace)
+                .await?
+                .into_iter()
+                .map(|t| t.name().to_string())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let schema = StatementSchema {
+            catalog: catalog.clone(),
+            namespace,
+            listed,
+            resolved: Mutex::new(HashMap::new()),
+        };
+        schemas.insert(name, Arc::new(schema));
+    }
+
+    // Load every referenced table now: a missing one is NOT_FOUND before planning.
+    for reference in references
+        .iter()
+        .filter(|r| r.schema() != Some(INFORMATION_SCHEMA))
+    {
+        let namespace = reference.schema().unwrap_or(default_namespace);
+        let display = display_name(reference, namespace);
+        let Some(schema) = schemas.get(namespace) else {
+            return Err(FloeError::not_found(format!(
+                "table '{display}' not found: schema '{namespace}' does not exist"
+            )));
+        };
+        if schema.load(reference.table()).await?.is_none() {
+            return Err(FloeError::not_found(format!("table '{display}' not found")));
+        }
+    }
+    Ok(Resolution {
+        catalog: Arc::new(StatementCatalog { schemas }),
+        uses_information_schema,
+    })
+}
+
+fn display_name(reference: &TableReference, namespace: &str) -> String {
+    format!("{namespace}.{}", reference.table())
+}
+
+impl StatementCatalog {
+    /// The provider the statement resolved for `reference`, if any.
+    pub fn provider(
+        &self,
+        reference: &TableReference,
+        default_namespace: &str,
+    ) -> Option<Arc<IcebergTableProvider>> {
+        let schema = self
+            .schemas
+            .get(reference.schema().unwrap_or(default_namespace))?;
+        schema.resolved.lock().ok()?.get(reference.table()).cloned()
+    }
+}
+
+impl StatementSchema {
+    /// The table as loaded for this statement (loaded on first use).
+    async fn load(&self, name: &str) -> Result<Option<Arc<IcebergTableProvider>>> {
+        if let Some(provider) = self.resolved.lock().ok().and_then(|r| r.get(name).cloned()) {
+            return Ok(Some(provider));
+        }
+        let ident = TableIdent::new(self.namespace.clone(), name.to_string());
+        let table = match self.catalog.load_table(&ident).await {
+            Ok(table) => table,
+            Err(e) if e.kind() == iceberg::ErrorKind::TableNotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let provider = Arc::new(IcebergTableProvider::try_new(table)?);
+        let mut resolved = self
+            .resolved
+            .lock()
+            .map_err(|_| FloeError::internal("table resolution lock poisoned"))?;
+        // A concurrent first use may have won: keep one provider per table.
+        Ok(Some(
+            resolved.entry(name.to_string()).or_insert(provider).clone(),
+        ))
+    }
+}
+
+impl std::fmt::Debug for StatementSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatementSchema")
+            .field("namespace", &self.namespace)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for StatementCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatementCatalog")
+            .field("schemas", &self.schemas.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl CatalogProvider for StatementCatalog {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn schema_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.schemas.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        self.schemas
+            .get(name)
+            .map(|s| s.clone() as Arc<dyn SchemaProvider>)
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for StatementSchema {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn table_names(&self) -> Vec<String> {
+        let mut names = self.listed.clone();
+        if let Ok(resolved) = self.resolved.lock() {
+            names.extend(resolved.keys().cloned());
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        Ok(self.load(name).await?.map(|p| p as Arc<dyn TableProvider>))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.listed.iter().any(|t| t == name)
+            || self
+                .resolved
+                .lock()
+                .map(|r| r.contains_key(name))
+                .unwrap_or(false)
+    }
+}

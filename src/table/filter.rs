@@ -1,0 +1,129 @@
+//! DataFusion filters → Iceberg predicates, soundly.
+//!
+//! A translated predicate is handed to Iceberg planning (file pruning) and to the
+//! reader (row-group pruning and row filtering), so it must never be *stronger* than
+//! the SQL filter. Only exact translations are made: a comparison of a bare column with
+//! a literal of exactly the column's type, `IS [NOT] NULL`, `IN`, and `AND`/`OR`/`NOT`
+//! over fully translated children. Everything else is left to DataFusion, which
+//! re-applies every filter anyway (pushdown is `Inexact`).
+
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
+use iceberg::expr::{Predicate, Reference};
+use iceberg::spec::{Datum, PrimitiveType, Schema, Type};
+
+/// The conjunction of the filters that translate exactly, or `None` if none does.
+pub fn filters_to_predicate(filters: &[Expr], schema: &Schema) -> Option<Predicate> {
+    filters
+        .iter()
+        .filter_map(|f| to_predicate(f, schema))
+        .reduce(Predicate::and)
+}
+
+/// Exact translation of one expression, or `None`.
+pub fn to_predicate(expr: &Expr, schema: &Schema) -> Option<Predicate> {
+    match expr {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
+            Operator::And => Some(to_predicate(left, schema)?.and(to_predicate(right, schema)?)),
+            Operator::Or => Some(to_predicate(left, schema)?.or(to_predicate(right, schema)?)),
+            _ => comparison(left, *op, right, schema)
+                .or_else(|| comparison(right, flip(*op)?, left, schema)),
+        },
+        Expr::Not(inner) => Some(to_predicate(inner, schema)?.negate()),
+        Expr::IsNull(inner) => Some(reference(inner, schema)?.0.is_null()),
+        Expr::IsNotNull(inner) => Some(reference(inner, schema)?.0.is_not_null()),
+        Expr::InList(list) => {
+            let (column, ty) = reference(&list.expr, schema)?;
+            let values = list
+                .list
+                .iter()
+                .map(|e| datum(e, &ty, Operator::Eq))
+                .collect::<Option<Vec<_>>>()?;
+            Some(if list.negated {
+                column.is_not_in(values)
+            } else {
+                column.is_in(values)
+            })
+        }
+        _ => None,
+    }
+}
+
+/// `column op literal`.
+fn comparison(column: &Expr, op: Operator, literal: &Expr, schema: &Schema) -> Option<Predicate> {
+    let (column, ty) = reference(column, schema)?;
+    let value = datum(literal, &ty, op)?;
+    Some(match op {
+        Operator::Eq => column.equal_to(value),
+        Operator::NotEq => column.not_equal_to(value),
+        Operator::Lt => column.less_than(value),
+        Operator::LtEq => column.less_than_or_equal_to(value),
+        Operator::Gt => column.greater_than(value),
+        Operator::GtEq => column.greater_than_or_equal_to(value),
+        _ => return None,
+    })
+}
+
+/// The operator with its operands swapped (`5 < a` is `a > 5`).
+fn flip(op: Operator) -> Option<Operator> {
+    Some(match op {
+        Operator::Eq | Operator::NotEq => op,
+        Operator::Lt => Operator::Gt,
+        Operator::LtEq => Operator::GtEq,
+        Operator::Gt => Operator::Lt,
+        Operator::GtEq => Operator::LtEq,
+        _ => return None,
+    })
+}
+
+/// A bare top-level column of primitive type.
+fn reference(expr: &Expr, schema: &Schema) -> Option<(Reference, PrimitiveType)> {
+    let Expr::Column(column) = expr else {
+        return None;
+    };
+    let field = schema.field_by_name(&column.name)?;
+    // Only top-level fields: a nested field of the same name must not match.
+    schema.as_struct().field_by_id(field.id)?;
+    match field.field_type.as_ref() {
+        Type::Primitive(p) => Some((Reference::new(column.name.clone()), p.clone())),
+        _ => None,
+    }
+}
+
+/// The literal as an Iceberg datum of exactly the column's type.
+fn datum(expr: &Expr, ty: &PrimitiveType, op: Operator) -> Option<Datum> {
+    let Expr::Literal(value, _) = expr else {
+        return None;
+    };
+    Some(match (ty, value) {
+        (PrimitiveType::Boolean, ScalarValue::Boolean(Some(v))) => Datum::bool(*v),
+        (PrimitiveType::Int, ScalarValue::Int32(Some(v))) => Datum::int(*v),
+        (PrimitiveType::Long, ScalarValue::Int64(Some(v))) => Datum::long(*v),
+        // NaN orders differently in Iceberg's metrics than in Arrow's kernels, so
+        // floating point columns only take equality with a non-NaN value.
+        (PrimitiveType::Float, ScalarValue::Float32(Some(v)))
+            if op == Operator::Eq && !v.is_nan() =>
+        {
+            Datum::float(*v)
+        }
+        (PrimitiveType::Double, ScalarValue::Float64(Some(v)))
+            if op == Operator::Eq && !v.is_nan() =>
+        {
+            Datum::double(*v)
+        }
+        (
+            PrimitiveType::String,
+            ScalarValue::Utf8(Some(v))
+            | ScalarValue::LargeUtf8(Some(v))
+            | ScalarValue::Utf8View(Some(v)),
+        ) => Datum::string(v),
+        (PrimitiveType::Date, ScalarValue::Date32(Some(v))) => Datum::date(*v),
+        (PrimitiveType::Timestamp, ScalarValue::TimestampMicrosecond(Some(v), None)) => {
+            Datum::timestamp_micros(*v)
+        }
+        (PrimitiveType::Timestamptz, ScalarValue::TimestampMicrosecond(Some(v), Some(_))) => {
+            Datum::timestamptz_micros(*v)
+        }
+        _ => return None,
+    })
+}

@@ -1,0 +1,56 @@
+//! Iceberg ⇄ DataFusion: the per-statement table provider, the distributed scan and
+//! write nodes, filter translation and the coordinator-side commit.
+
+pub mod commit;
+pub mod filter;
+pub mod provider;
+pub mod scan;
+pub mod write;
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use iceberg::arrow::schema_to_arrow_schema;
+use iceberg::spec::Schema;
+
+use crate::arrow_compat::strip_metadata;
+use crate::error::{FloeError, Result};
+
+/// The Arrow schema of an Iceberg schema (field ids kept as `PARQUET:field_id`
+/// metadata, required fields non-nullable).
+pub fn arrow_schema(schema: &Schema) -> Result<SchemaRef> {
+    Ok(Arc::new(schema_to_arrow_schema(schema)?))
+}
+
+/// The Arrow schema DataFusion plans with: as [`arrow_schema`], without metadata.
+pub fn plan_schema(schema: &Schema) -> Result<SchemaRef> {
+    Ok(strip_metadata(&schema_to_arrow_schema(schema)?))
+}
+
+/// The plan schema of the given top-level fields of `schema`, in that order.
+pub fn projected_arrow_schema(schema: &Schema, field_ids: &[i32]) -> Result<SchemaRef> {
+    let full = plan_schema(schema)?;
+    let fields = schema.as_struct().fields();
+    let indices = field_ids
+        .iter()
+        .map(|id| {
+            fields.iter().position(|f| f.id == *id).ok_or_else(|| {
+                FloeError::internal(format!("field id {id} is not a top-level field"))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Arc::new(
+        full.project(&indices)
+            .map_err(|e| FloeError::internal(e.to_string()))?,
+    ))
+}
+
+/// Where new data files of a table go: `write.data.path`, else `<location>/data`.
+pub fn data_location(metadata: &iceberg::spec::TableMetadata) -> String {
+    let props = metadata.properties();
+    props
+        .get("write.data.path")
+        .or_else(|| props.get("write.folder-storage.path"))
+        .cloned()
+        .unwrap_or_else(|| format!("{}/data", metadata.location().trim_end_matches('/')))
+}

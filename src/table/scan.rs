@@ -1,0 +1,382 @@
+//! The distributed scan: planned once on the coordinator, read on executors.
+//!
+//! [`plan_scan`] asks Iceberg for the file tasks of the statement's pinned snapshot
+//! (projection and sound filters pushed into Iceberg planning), sorts them and
+//! bin-packs them into `min(target_partitions, tasks)` groups, at least one. The
+//! resulting [`IcebergScanExec`] has one partition per group; it crosses to executors
+//! through Floe's codec with its groups, and each executor task reads exactly its own
+//! group. Nothing is planned again on an executor.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::common::stats::Precision;
+use datafusion::common::{Result as DfResult, Statistics, internal_err};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::{StreamExt, TryStreamExt};
+use iceberg::arrow::ArrowReaderBuilder;
+use iceberg::expr::BoundPredicate;
+use iceberg::scan::FileScanTask;
+use iceberg::spec::{NameMapping, SchemaRef as IcebergSchemaRef};
+use iceberg::table::Table;
+
+use super::filter::filters_to_predicate;
+use super::projected_arrow_schema;
+use crate::arrow_compat::conform_batch;
+use crate::catalog::StorageSpec;
+use crate::error::{FloeError, Result, iceberg_to_df};
+
+/// Table property holding the name mapping for files written without field ids.
+const NAME_MAPPING_PROPERTY: &str = "schema.name-mapping.default";
+
+/// Reads a fixed set of Iceberg file tasks, one group per partition.
+#[derive(Clone)]
+pub struct IcebergScanExec {
+    /// `namespace.table`, for display and logs.
+    pub table: String,
+    /// Schema the files are read with (the table's current schema).
+    pub schema: IcebergSchemaRef,
+    /// Output columns, by field id; empty for a scan that only counts rows.
+    pub project_field_ids: Vec<i32>,
+    /// Predicate shared by every task (bound to `schema`).
+    pub predicate: Option<BoundPredicate>,
+    /// Raw JSON of the table's name mapping, if it has one.
+    pub name_mapping: Option<String>,
+    pub storage: StorageSpec,
+    pub case_sensitive: bool,
+    /// One group of tasks per output partition (at least one group).
+    pub groups: Vec<Vec<FileScanTask>>,
+    output_schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+/// Everything about a scan except its tasks.
+pub struct ScanParts {
+    pub table: String,
+    pub schema: IcebergSchemaRef,
+    pub project_field_ids: Vec<i32>,
+    pub predicate: Option<BoundPredicate>,
+    pub name_mapping: Option<String>,
+    pub storage: StorageSpec,
+    pub case_sensitive: bool,
+}
+
+impl IcebergScanExec {
+    /// Builds the node from already grouped tasks; every task is normalised to the
+    /// node's schema, projection, predicate and name mapping.
+    pub fn try_new(parts: ScanParts, groups: Vec<Vec<FileScanTask>>) -> Result<Self> {
+        let output_schema = projected_arrow_schema(&parts.schema, &parts.project_field_ids)?;
+        let read_ids = read_field_ids(&parts.schema, &parts.project_field_ids);
+        let name_mapping = match &parts.name_mapping {
+            Some(json) => Some(Arc::new(
+                serde_json::from_str::<NameMapping>(json).map_err(|e| {
+                    FloeError::invalid(format!("table property {NAME_MAPPING_PROPERTY}: {e}"))
+                })?,
+            )),
+            None => None,
+        };
+        let mut groups = groups;
+        if groups.is_empty() {
+            groups.push(Vec::new());
+        }
+        for task in groups.iter_mut().flatten() {
+            task.schema = parts.schema.clone();
+            task.project_field_ids = read_ids.clone();
+            task.predicate = parts.predicate.clone();
+            task.name_mapping = name_mapping.clone();
+            task.case_sensitive = parts.case_sensitive;
+            // Not serialisable in iceberg 0.10.1, and unused by the reader without a spec.
+            task.partition = None;
+            task.partition_spec = None;
+        }
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(output_schema.clone()),
+            Partitioning::UnknownPartitioning(groups.len()),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        Ok(Self {
+            table: parts.table,
+            schema: parts.schema,
+            project_field_ids: parts.project_field_ids,
+            predicate: parts.predicate,
+            name_mapping: parts.name_mapping,
+            storage: parts.storage,
+            case_sensitive: parts.case_sensitive,
+            groups,
+            output_schema,
+            properties,
+        })
+    }
+
+    pub fn task_count(&self) -> usize {
+        self.groups.iter().map(Vec::len).sum()
+    }
+}
+
+/// The columns actually read: a count-only scan still reads one column to learn the
+/// row counts of its batches.
+fn read_field_ids(schema: &IcebergSchemaRef, project_field_ids: &[i32]) -> Vec<i32> {
+    if !project_field_ids.is_empty() {
+        return project_field_ids.to_vec();
+    }
+    schema
+        .as_struct()
+        .fields()
+        .iter()
+        .find(|f| f.field_type.is_primitive())
+        .or_else(|| schema.as_struct().fields().first())
+        .map(|f| vec![f.id])
+        .unwrap_or_default()
+}
+
+/// Plans the scan of `table` (already pinned to one snapshot for the statement).
+pub async fn plan_scan(
+    table: &Table,
+    table_name: &str,
+    projection: Option<&Vec<usize>>,
+    filters: &[Expr],
+    target_partitions: usize,
+) -> Result<IcebergScanExec> {
+    let metadata = table.metadata();
+    let schema = metadata.current_schema().clone();
+    let fields = schema.as_struct().fields();
+    let project_field_ids: Vec<i32> = match projection {
+        Some(indices) => indices
+            .iter()
+            .map(|&i| {
+                fields.get(i).map(|f| f.id).ok_or_else(|| {
+                    FloeError::internal(format!("projection index {i} out of range"))
+                })
+            })
+            .collect::<Result<_>>()?,
+        None => fields.iter().map(|f| f.id).collect(),
+    };
+    let mut parts = ScanParts {
+        table: table_name.to_string(),
+        schema: schema.clone(),
+        project_field_ids,
+        predicate: None,
+        name_mapping: metadata.properties().get(NAME_MAPPING_PROPERTY).cloned(),
+        storage: StorageSpec::from_file_io(table.file_io()),
+        case_sensitive: true,
+    };
+    let Some(snapshot) = metadata.current_snapshot() else {
+        return IcebergScanExec::try_new(parts, vec![]);
+    };
+    let snapshot_schema = snapshot.schema(metadata)?;
+
+    // Iceberg plans with the snapshot's schema; a column added since the last snapshot
+    // is read as NULL from every file. Filters are pushed only when both schemas agree,
+    // so a name can never resolve to a different field than the SQL meant.
+    let same_schema = snapshot_schema.schema_id() == schema.schema_id();
+    let predicate = if same_schema {
+        filters_to_predicate(filters, &schema)
+    } else {
+        None
+    };
+    let select: Vec<String> = parts
+        .project_field_ids
+        .iter()
+        .filter_map(|id| snapshot_schema.field_by_id(*id))
+        .map(|f| f.name.clone())
+        .collect();
+    let mut builder = table.scan().snapshot_id(snapshot.snapshot_id());
+    builder = if select.is_empty() {
+        builder.select_empty()
+    } else {
+        builder.select(select)
+    };
+    if let Some(predicate) = predicate.clone() {
+        builder = builder.with_filter(predicate);
+    }
+    let tasks: Vec<FileScanTask> = builder.build()?.plan_files().await?.try_collect().await?;
+    guard_against_lost_files(&tasks, predicate.is_some(), snapshot.summary())?;
+
+    parts.predicate = tasks.first().and_then(|t| t.predicate.clone());
+    let groups = group_tasks(tasks, target_partitions);
+    IcebergScanExec::try_new(parts, groups)
+}
+
+/// Iceberg's planner returns an empty stream, not an error, when its runtime is gone:
+/// a snapshot that has files must never scan to nothing without a filter.
+fn guard_against_lost_files(
+    tasks: &[FileScanTask],
+    filtered: bool,
+    summary: &iceberg::spec::Summary,
+) -> Result<()> {
+    let files: u64 = summary
+        .additional_properties
+        .get("total-data-files")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    if tasks.is_empty() && !filtered && files > 0 {
+        return Err(FloeError::internal(format!(
+            "scan planning returned no files for a snapshot with {files} data files"
+        )));
+    }
+    Ok(())
+}
+
+/// Sorts tasks by (path, start) and bin-packs them by length into
+/// `min(target_partitions, tasks)` groups (at least one): largest task first into the
+/// least loaded group, ties broken by position. Deterministic for the same input.
+pub fn group_tasks(
+    mut tasks: Vec<FileScanTask>,
+    target_partitions: usize,
+) -> Vec<Vec<FileScanTask>> {
+    tasks.sort_by(|a, b| (&a.data_file_path, a.start).cmp(&(&b.data_file_path, b.start)));
+    let n = target_partitions.min(tasks.len()).max(1);
+    let mut order: Vec<usize> = (0..tasks.len()).collect();
+    order.sort_by(|&a, &b| tasks[b].length.cmp(&tasks[a].length).then(a.cmp(&b)));
+
+    let mut assignment = vec![0usize; tasks.len()];
+    let mut load = vec![0u64; n];
+    for i in order {
+        let group = (0..n).min_by_key(|&g| (load[g], g)).unwrap_or(0);
+        load[group] += tasks[i].length.max(1);
+        assignment[i] = group;
+    }
+    let mut groups = vec![Vec::new(); n];
+    for (task, group) in tasks.into_iter().zip(assignment) {
+        groups[group].push(task);
+    }
+    groups
+}
+
+impl fmt::Debug for IcebergScanExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IcebergScanExec")
+            .field("table", &self.table)
+            .field("project_field_ids", &self.project_field_ids)
+            .field("groups", &self.groups.len())
+            .field("tasks", &self.task_count())
+            .field("storage", &self.storage)
+            .finish()
+    }
+}
+
+impl DisplayAs for IcebergScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "IcebergScanExec: table={}, partitions={}, files={}, projection={:?}",
+            self.table,
+            self.groups.len(),
+            self.task_count(),
+            self.project_field_ids
+        )?;
+        if let Some(predicate) = &self.predicate {
+            write!(f, ", predicate={predicate}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for IcebergScanExec {
+    fn name(&self) -> &str {
+        "IcebergScanExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if !children.is_empty() {
+            return internal_err!("IcebergScanExec has no children");
+        }
+        Ok(self)
+    }
+
+    fn partition_statistics(&self, partition: Option<usize>) -> DfResult<Statistics> {
+        let tasks: Vec<&FileScanTask> = match partition {
+            Some(p) => self.groups.get(p).into_iter().flatten().collect(),
+            None => self.groups.iter().flatten().collect(),
+        };
+        let rows: Option<u64> = tasks.iter().map(|t| t.record_count).sum();
+        let bytes: u64 = tasks.iter().map(|t| t.length).sum();
+        let mut stats = Statistics::new_unknown(&self.output_schema);
+        if let Some(rows) = rows {
+            stats.num_rows = Precision::Inexact(rows as usize);
+        }
+        stats.total_byte_size = Precision::Inexact(bytes as usize);
+        Ok(stats)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let Some(tasks) = self.groups.get(partition).cloned() else {
+            return internal_err!(
+                "IcebergScanExec: partition {partition} of {}",
+                self.groups.len()
+            );
+        };
+        for task in &tasks {
+            tracing::info!(
+                target: "floe::scan",
+                table = %self.table,
+                partition,
+                file = %task.data_file_path,
+                "reading data file"
+            );
+        }
+        let runtime = iceberg::Runtime::try_current().map_err(iceberg_to_df)?;
+        let reader = ArrowReaderBuilder::new(self.storage.file_io(), runtime)
+            .with_batch_size(context.session_config().batch_size())
+            .with_data_file_concurrency_limit(1)
+            .with_row_group_filtering_enabled(true)
+            .build();
+        let batches = reader
+            .read(futures::stream::iter(tasks.into_iter().map(Ok)).boxed())
+            .map_err(iceberg_to_df)?
+            .stream();
+        let output_schema = self.output_schema.clone();
+        let count_only = self.project_field_ids.is_empty();
+        let stream = batches.map(move |batch| {
+            let batch = batch.map_err(iceberg_to_df)?;
+            conform(batch, &output_schema, count_only)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.output_schema.clone(),
+            stream,
+        )))
+    }
+}
+
+/// Gives a batch from the reader exactly the node's declared schema.
+fn conform(batch: RecordBatch, schema: &SchemaRef, count_only: bool) -> DfResult<RecordBatch> {
+    if count_only {
+        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        return Ok(RecordBatch::try_new_with_options(
+            schema.clone(),
+            vec![],
+            &options,
+        )?);
+    }
+    Ok(conform_batch(&batch, schema)?)
+}

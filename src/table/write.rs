@@ -1,0 +1,282 @@
+//! The distributed write: each executor task writes its input partition as Parquet
+//! data files and emits one descriptor row per file. Nothing is committed here; the
+//! coordinator commits all descriptors of the job at once (see `commit`).
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, Int32Array, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::{Result as DfResult, internal_err};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::parquet::basic::{Compression, GzipLevel, ZstdLevel};
+use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
+    PlanProperties,
+};
+use futures::StreamExt;
+use iceberg::arrow::RecordBatchPartitionSplitter;
+use iceberg::spec::{
+    DataFile, DataFileFormat, FormatVersion, PartitionSpecRef, SchemaRef as IcebergSchemaRef,
+    serialize_data_file_to_json,
+};
+use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator,
+};
+use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
+use iceberg::writer::partitioning::PartitioningWriter;
+use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
+use iceberg::writer::partitioning::unpartitioned_writer::UnpartitionedWriter;
+
+use super::arrow_schema;
+use crate::arrow_compat::conform_array;
+use crate::catalog::StorageSpec;
+use crate::error::{FloeError, Result, iceberg_to_df};
+
+/// Descriptor columns: the data file as Iceberg JSON, and the spec id it was written for.
+pub const DATA_FILE_COLUMN: &str = "data_file";
+pub const SPEC_ID_COLUMN: &str = "spec_id";
+
+pub fn descriptor_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new(DATA_FILE_COLUMN, DataType::Utf8, false),
+        Field::new(SPEC_ID_COLUMN, DataType::Int32, false),
+    ]))
+}
+
+/// Everything a write task needs, as plain data (it crosses to executors).
+#[derive(Clone)]
+pub struct WriteSpec {
+    pub table: String,
+    pub schema: IcebergSchemaRef,
+    pub partition_spec: PartitionSpecRef,
+    pub storage: StorageSpec,
+    pub data_location: String,
+    /// Unique per statement; every data file name starts with it.
+    pub write_id: String,
+    pub format_version: FormatVersion,
+    pub target_file_size_bytes: u64,
+    pub compression_codec: String,
+}
+
+impl fmt::Debug for WriteSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteSpec")
+            .field("table", &self.table)
+            .field("write_id", &self.write_id)
+            .field("spec_id", &self.partition_spec.spec_id())
+            .field("storage", &self.storage)
+            .finish()
+    }
+}
+
+#[derive(Debug)]
+pub struct IcebergWriteExec {
+    input: Arc<dyn ExecutionPlan>,
+    pub spec: Arc<WriteSpec>,
+    table_schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+impl IcebergWriteExec {
+    pub fn try_new(input: Arc<dyn ExecutionPlan>, spec: Arc<WriteSpec>) -> Result<Self> {
+        let table_schema = arrow_schema(&spec.schema)?;
+        if input.schema().fields().len() != table_schema.fields().len() {
+            return Err(FloeError::invalid(format!(
+                "INSERT into {} provides {} columns, the table has {}",
+                spec.table,
+                input.schema().fields().len(),
+                table_schema.fields().len()
+            )));
+        }
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(descriptor_schema()),
+            Partitioning::UnknownPartitioning(input.output_partitioning().partition_count()),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Ok(Self {
+            input,
+            spec,
+            table_schema,
+            properties,
+        })
+    }
+
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+}
+
+impl DisplayAs for IcebergWriteExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "IcebergWriteExec: table={}, write_id={}",
+            self.spec.table, self.spec.write_id
+        )
+    }
+}
+
+impl ExecutionPlan for IcebergWriteExec {
+    fn name(&self) -> &str {
+        "IcebergWriteExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        match <[_; 1]>::try_from(children) {
+            Ok([input]) => Ok(Arc::new(Self::try_new(input, self.spec.clone())?)),
+            Err(_) => internal_err!("IcebergWriteExec takes exactly one input"),
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let spec = self.spec.clone();
+        let table_schema = self.table_schema.clone();
+        let written = futures::stream::once(async move {
+            let files = write_partition(&spec, &table_schema, partition, input).await?;
+            descriptors(&spec, files)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            descriptor_schema(),
+            written,
+        )))
+    }
+}
+
+/// Writes one input partition; returns the data files written.
+async fn write_partition(
+    spec: &WriteSpec,
+    table_schema: &SchemaRef,
+    partition: usize,
+    mut input: SendableRecordBatchStream,
+) -> DfResult<Vec<DataFile>> {
+    // Unique per task attempt: a retried task never overwrites its predecessor's files.
+    let prefix = format!("{}-{partition:05}-{}", spec.write_id, uuid::Uuid::new_v4());
+    let parquet = ParquetWriterBuilder::new(
+        writer_properties(&spec.compression_codec)?,
+        spec.schema.clone(),
+    );
+    let rolling = RollingFileWriterBuilder::new(
+        parquet,
+        spec.target_file_size_bytes as usize,
+        spec.storage.file_io(),
+        DefaultLocationGenerator::with_data_location(spec.data_location.clone()),
+        DefaultFileNameGenerator::new(prefix, None, DataFileFormat::Parquet),
+    );
+    let builder = DataFileWriterBuilder::new(rolling);
+
+    if spec.partition_spec.is_unpartitioned() {
+        let mut writer = UnpartitionedWriter::new(builder);
+        while let Some(batch) = input.next().await {
+            let batch = conform_to_table(batch?, table_schema)?;
+            writer.write(batch).await.map_err(iceberg_to_df)?;
+        }
+        writer.close().await.map_err(iceberg_to_df)
+    } else {
+        let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(
+            spec.schema.clone(),
+            spec.partition_spec.clone(),
+        )
+        .map_err(iceberg_to_df)?;
+        let mut writer = FanoutWriter::new(builder);
+        while let Some(batch) = input.next().await {
+            let batch = conform_to_table(batch?, table_schema)?;
+            for (key, rows) in splitter.split(&batch).map_err(iceberg_to_df)? {
+                writer.write(key, rows).await.map_err(iceberg_to_df)?;
+            }
+        }
+        writer.close().await.map_err(iceberg_to_df)
+    }
+}
+
+/// Lays a batch out exactly as the table schema (the Parquet writer and the partition
+/// calculator both work by position), refusing NULLs in NOT NULL columns.
+pub fn conform_to_table(batch: RecordBatch, table_schema: &SchemaRef) -> DfResult<RecordBatch> {
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(table_schema.fields())
+        .map(|(column, field)| {
+            if !field.is_nullable() && column.null_count() > 0 {
+                return Err(FloeError::invalid(format!(
+                    "NULL value in NOT NULL column '{}'",
+                    field.name()
+                ))
+                .into());
+            }
+            Ok(conform_array(column, field.data_type())?)
+        })
+        .collect::<DfResult<Vec<ArrayRef>>>()?;
+    Ok(RecordBatch::try_new(table_schema.clone(), columns)?)
+}
+
+/// Parquet writer settings from the table's `write.parquet.compression-codec`.
+fn writer_properties(codec: &str) -> DfResult<WriterProperties> {
+    let compression = match codec.to_ascii_lowercase().as_str() {
+        "zstd" => Compression::ZSTD(ZstdLevel::default()),
+        "snappy" => Compression::SNAPPY,
+        "gzip" => Compression::GZIP(GzipLevel::default()),
+        "lz4" => Compression::LZ4_RAW,
+        "uncompressed" | "none" => Compression::UNCOMPRESSED,
+        other => {
+            return Err(FloeError::invalid(format!(
+                "table property write.parquet.compression-codec: unknown codec '{other}'"
+            ))
+            .into());
+        }
+    };
+    Ok(WriterProperties::builder()
+        .set_compression(compression)
+        .build())
+}
+
+/// One descriptor row per written data file.
+fn descriptors(spec: &WriteSpec, files: Vec<DataFile>) -> DfResult<RecordBatch> {
+    let partition_type = spec
+        .partition_spec
+        .partition_type(&spec.schema)
+        .map_err(iceberg_to_df)?;
+    let spec_id = spec.partition_spec.spec_id();
+    let json = files
+        .into_iter()
+        .map(|file| serialize_data_file_to_json(file, &partition_type, spec.format_version))
+        .collect::<iceberg::Result<Vec<String>>>()
+        .map_err(iceberg_to_df)?;
+    let spec_ids = Int32Array::from(vec![spec_id; json.len()]);
+    Ok(RecordBatch::try_new(
+        descriptor_schema(),
+        vec![Arc::new(StringArray::from(json)), Arc::new(spec_ids)],
+    )?)
+}
