@@ -1,5 +1,6 @@
 //! `floe serve` and `floe executor`.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
@@ -101,6 +102,7 @@ fn init_logging() {
     });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
 }

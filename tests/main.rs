@@ -1,1 +1,10 @@
+//! Floe's Rust tests: one binary (link time), one module per concern.
+//! End-to-end tests with real clients are in clients/tests (pytest).
 
+mod codec;
+mod config;
+mod filter;
+mod grouping;
+mod sql_parse;
+
+mod support;

@@ -122,32 +122,3 @@ fn matching_paren(tokens: &[Token], open: usize) -> Result<usize> {
     }
     Err(FloeError::invalid("PARTITIONED BY: missing ')'"))
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partition_clause_is_split_out() {
-        let parsed =
-            parse("CREATE TABLE t (id INT, ts TIMESTAMP) PARTITIONED BY (bucket(4, id), day(ts))")
-                .unwrap();
-        let exprs = parsed.partitioned_by.unwrap();
-        assert_eq!(exprs.len(), 2);
-        assert_eq!(exprs[0].to_string(), "bucket(4, id)");
-        assert_eq!(exprs[1].to_string(), "day(ts)");
-    }
-
-    #[test]
-    fn parentheses_inside_columns_do_not_confuse_the_split() {
-        let parsed = parse("CREATE TABLE t (d DECIMAL(10, 2)) PARTITIONED BY (d)").unwrap();
-        assert_eq!(parsed.partitioned_by.unwrap().len(), 1);
-        assert!(parse("SELECT 1").unwrap().partitioned_by.is_none());
-    }
-
-    #[test]
-    fn malformed_sql_is_invalid_argument() {
-        let err = parse("SELEC 1").err().unwrap();
-        assert_eq!(err.kind, crate::error::ErrorKind::InvalidArgument);
-    }
-}

@@ -1,0 +1,148 @@
+//! Floe's physical codec: what crosses to executors decodes to the same plan node.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::empty::EmptyExec;
+use datafusion_proto::physical_plan::PhysicalExtensionCodec;
+use floe::catalog::StorageSpec;
+use floe::codec::FloePhysicalCodec;
+use floe::table::plan_schema;
+use floe::table::scan::{IcebergScanExec, ScanParts, group_tasks};
+use floe::table::write::{IcebergWriteExec, WriteSpec};
+use iceberg::expr::{Bind, Reference};
+use iceberg::spec::{Datum, FormatVersion, PartitionSpec, Struct, Transform};
+
+use crate::support::{position_delete, schema, task};
+
+fn scan_parts() -> ScanParts {
+    let predicate = Reference::new("id")
+        .greater_than(Datum::long(5))
+        .bind(schema(), true)
+        .expect("binds");
+    ScanParts {
+        table: "sales.orders".into(),
+        schema: schema(),
+        project_field_ids: vec![2, 1],
+        predicate: Some(predicate),
+        name_mapping: Some(r#"[{"field-id": 1, "names": ["id"]}]"#.into()),
+        storage: StorageSpec {
+            props: HashMap::from([("s3.region".to_string(), "eu-west-1".to_string())]),
+        },
+        case_sensitive: true,
+    }
+}
+
+fn round_trip(
+    node: Arc<dyn ExecutionPlan>,
+    inputs: &[Arc<dyn ExecutionPlan>],
+) -> Arc<dyn ExecutionPlan> {
+    let codec = FloePhysicalCodec::default();
+    let mut buf = Vec::new();
+    codec.try_encode(node, &mut buf).expect("encodes");
+    codec
+        .try_decode(&buf, inputs, &TaskContext::default())
+        .expect("decodes")
+}
+
+#[test]
+fn scan_node_decodes_to_the_same_partitions_and_tasks() {
+    let mut with_deletes = task("file:///wh/t/data/b.parquet", 900);
+    with_deletes.deletes = vec![position_delete("file:///wh/t/data/b-deletes.parquet")];
+    let mut with_partition = task("file:///wh/t/data/c.parquet", 300);
+    with_partition.partition = Some(Struct::empty());
+    let tasks = vec![
+        task("file:///wh/t/data/a.parquet", 1000),
+        with_deletes,
+        with_partition,
+        task("file:///wh/t/data/d.parquet", 50),
+        task("file:///wh/t/data/e.parquet", 700),
+    ];
+    let scan = IcebergScanExec::try_new(scan_parts(), group_tasks(tasks, 3)).expect("valid scan");
+    assert_eq!(scan.groups.len(), 3);
+
+    let decoded = round_trip(Arc::new(scan.clone()), &[]);
+    let decoded = decoded
+        .as_any()
+        .downcast_ref::<IcebergScanExec>()
+        .expect("an IcebergScanExec");
+
+    assert_eq!(
+        decoded.groups, scan.groups,
+        "same tasks in the same partitions"
+    );
+    assert_eq!(
+        decoded.properties().output_partitioning().partition_count(),
+        3
+    );
+    assert_eq!(decoded.schema(), scan.schema());
+    assert_eq!(decoded.predicate, scan.predicate);
+    assert_eq!(decoded.storage, scan.storage);
+    assert_eq!(decoded.project_field_ids, vec![2, 1]);
+    let first = &decoded.groups[0][0];
+    assert_eq!(first.project_field_ids, vec![2, 1]);
+    assert!(first.name_mapping.is_some());
+    assert!(
+        decoded
+            .groups
+            .iter()
+            .flatten()
+            .all(|t| t.partition.is_none())
+    );
+    let deletes: Vec<_> = decoded
+        .groups
+        .iter()
+        .flatten()
+        .flat_map(|t| &t.deletes)
+        .collect();
+    assert_eq!(deletes.len(), 1);
+}
+
+#[test]
+fn empty_scan_has_one_partition_and_survives_the_round_trip() {
+    let scan = IcebergScanExec::try_new(scan_parts(), vec![]).expect("valid scan");
+    assert_eq!(scan.properties().output_partitioning().partition_count(), 1);
+    let decoded = round_trip(Arc::new(scan), &[]);
+    assert_eq!(
+        decoded.properties().output_partitioning().partition_count(),
+        1
+    );
+}
+
+#[test]
+fn write_node_decodes_to_the_same_spec() {
+    let spec = PartitionSpec::builder(schema())
+        .with_spec_id(4)
+        .add_partition_field("name", "name_bucket", Transform::Bucket(8))
+        .expect("valid field")
+        .build()
+        .expect("valid spec");
+    let write = WriteSpec {
+        table: "sales.orders".into(),
+        schema: schema(),
+        partition_spec: Arc::new(spec),
+        storage: StorageSpec::default(),
+        data_location: "file:///wh/sales/orders/data".into(),
+        write_id: "0190-abc".into(),
+        format_version: FormatVersion::V2,
+        target_file_size_bytes: 1 << 20,
+        compression_codec: "zstd".into(),
+    };
+    let input: Arc<dyn ExecutionPlan> =
+        Arc::new(EmptyExec::new(plan_schema(&schema()).expect("schema")));
+    let node = IcebergWriteExec::try_new(input.clone(), Arc::new(write.clone())).expect("valid");
+    let decoded = round_trip(Arc::new(node), &[input]);
+    let decoded = decoded
+        .as_any()
+        .downcast_ref::<IcebergWriteExec>()
+        .expect("an IcebergWriteExec");
+    let got = &decoded.spec;
+    assert_eq!(got.partition_spec, write.partition_spec);
+    assert_eq!(got.schema, write.schema);
+    assert_eq!(got.write_id, write.write_id);
+    assert_eq!(got.data_location, write.data_location);
+    assert_eq!(got.format_version, write.format_version);
+    assert_eq!(got.target_file_size_bytes, write.target_file_size_bytes);
+}

@@ -1,0 +1,66 @@
+//! Configuration: unknown keys and bad values are refused, naming the key.
+
+use floe::config::{ServeArgs, ServeConfig, parse_file_config};
+
+#[test]
+fn unknown_keys_are_refused_with_their_name() {
+    let err = parse_file_config("flight_adress = \"127.0.0.1:1\"").unwrap_err();
+    assert!(err.contains("flight_adress"), "{err}");
+    let err = parse_file_config("[catalog]\ntpye = \"sql\"").unwrap_err();
+    assert!(err.contains("tpye"), "{err}");
+}
+
+#[test]
+fn bad_values_name_the_key() {
+    let err = parse_file_config("local_executors = \"two\"").unwrap_err();
+    assert!(err.contains("local_executors"), "{err}");
+
+    let args = ServeArgs {
+        flight_addr: Some("localhost".into()),
+        ..Default::default()
+    };
+    let err = ServeConfig::resolve(&args).unwrap_err();
+    assert!(err.message.contains("flight_addr"), "{}", err.message);
+
+    let args = ServeArgs {
+        catalog_type: Some("hive".into()),
+        ..Default::default()
+    };
+    let err = ServeConfig::resolve(&args).unwrap_err();
+    assert!(err.message.contains("catalog.type"), "{}", err.message);
+}
+
+#[test]
+fn defaults_are_the_embedded_single_machine_setup() {
+    let config = ServeConfig::resolve(&ServeArgs::default()).expect("defaults are valid");
+    assert_eq!(config.flight_addr.to_string(), "127.0.0.1:32010");
+    assert_eq!(config.scheduler_addr.to_string(), "127.0.0.1:50050");
+    assert!(config.flight_addr.ip().is_loopback() && config.scheduler_addr.ip().is_loopback());
+    assert_eq!(config.local_executors, 1);
+    assert_eq!(config.catalog.name, "floe");
+    assert!(
+        config.catalog.uri.starts_with("sqlite:")
+            && config.catalog.uri.ends_with("floe-data/catalog.db")
+    );
+    assert!(config.catalog.warehouse.ends_with("floe-data/warehouse"));
+}
+
+#[test]
+fn flags_override_the_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("floe.toml");
+    std::fs::write(
+        &path,
+        "local_executors = 3\nexecutor_slots = 2\n[catalog]\nname = \"lake\"\n",
+    )
+    .expect("write");
+    let args = ServeArgs {
+        config: Some(path),
+        local_executors: Some(0),
+        ..Default::default()
+    };
+    let config = ServeConfig::resolve(&args).expect("valid");
+    assert_eq!(config.local_executors, 0);
+    assert_eq!(config.executor_slots, 2);
+    assert_eq!(config.catalog.name, "lake");
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Floe's test command: builds Floe, installs the Python clients, runs every test.
+# Rust tests: one integration-test binary (tests/main.rs). End-to-end tests: pytest in
+# clients/tests against real `floe serve` / `floe executor` processes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/floe-target}"
+VENV="${FLOE_TEST_VENV:-$HOME/.cache/floe-venv}"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+"$VENV/bin/pip" install --quiet --disable-pip-version-check -r clients/requirements.txt
+
+cargo build --bins
+cargo test
+FLOE_BIN="$CARGO_TARGET_DIR/debug/floe" "$VENV/bin/python" -m pytest -q clients/tests "$@"
