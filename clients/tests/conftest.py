@@ -68,7 +68,8 @@ class Process:
             _wait_for_port(wait_port, self.proc, log)
 
     def output(self) -> str:
-        self._log_file.flush()
+        if not self._log_file.closed:
+            self._log_file.flush()
         return self.log.read_text()
 
     def stop(self, timeout: float = 30) -> int:

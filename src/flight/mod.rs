@@ -13,10 +13,11 @@ use arrow_flight::flight_service_server::FlightServiceServer;
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
-    ActionCreatePreparedStatementResult, CommandPreparedStatementQuery,
+    ActionCreatePreparedStatementResult, CommandGetSqlInfo, CommandPreparedStatementQuery,
     CommandPreparedStatementUpdate, CommandStatementQuery, CommandStatementUpdate, ProstMessageExt,
-    SqlInfo, TicketStatementQuery,
+    SqlInfo, SqlSupportedTransaction, TicketStatementQuery,
 };
+use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder};
 use arrow_flight::{
     FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
     SchemaAsIpc, Ticket,
@@ -34,14 +35,16 @@ use results::{PendingResults, client_batch, client_schema};
 pub struct FloeFlightService {
     engine: Arc<Engine>,
     pending: PendingResults,
+    sql_info: SqlInfoData,
 }
 
 impl FloeFlightService {
-    pub fn new(engine: Arc<Engine>) -> Self {
-        Self {
+    pub fn new(engine: Arc<Engine>) -> Result<Self, FloeError> {
+        Ok(Self {
             engine,
             pending: PendingResults::default(),
-        }
+            sql_info: sql_info()?,
+        })
     }
 
     /// Runs (DDL, INSERT) or plans (queries) a statement and describes its result.
@@ -81,6 +84,27 @@ impl FloeFlightService {
             )),
         }
     }
+}
+
+/// What the server tells clients about itself (ADBC asks on every connect).
+fn sql_info() -> Result<SqlInfoData, FloeError> {
+    let mut info = SqlInfoDataBuilder::new();
+    info.append(SqlInfo::FlightSqlServerName, "Floe");
+    info.append(SqlInfo::FlightSqlServerVersion, env!("CARGO_PKG_VERSION"));
+    info.append(SqlInfo::FlightSqlServerArrowVersion, "58");
+    info.append(SqlInfo::FlightSqlServerReadOnly, false);
+    info.append(SqlInfo::FlightSqlServerSql, true);
+    info.append(SqlInfo::FlightSqlServerSubstrait, false);
+    info.append(
+        SqlInfo::FlightSqlServerTransaction,
+        SqlSupportedTransaction::None as i32,
+    );
+    info.append(SqlInfo::SqlIdentifierQuoteChar, "\"");
+    info.append(SqlInfo::SqlDdlCatalog, false);
+    info.append(SqlInfo::SqlDdlSchema, true);
+    info.append(SqlInfo::SqlDdlTable, true);
+    info.build()
+        .map_err(|e| FloeError::internal(format!("building SqlInfo: {e}")))
 }
 
 /// Maps an error to the Flight status a client sees.
@@ -253,6 +277,37 @@ impl FlightSqlService for FloeFlightService {
         )))
     }
 
+    async fn get_flight_info_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let ticket = Ticket::new(query.as_any().encode_to_vec());
+        let info = FlightInfo::new()
+            .try_with_schema(SqlInfoDataBuilder::schema())
+            .map_err(|e| Status::internal(e.to_string()))?
+            .with_endpoint(FlightEndpoint::new().with_ticket(ticket))
+            .with_descriptor(request.into_inner());
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        _request: Request<Ticket>,
+    ) -> Result<Response<<Self as arrow_flight::flight_service_server::FlightService>::DoGetStream>, Status>
+    {
+        let batch = query
+            .into_builder(&self.sql_info)
+            .build()
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let encoded = FlightDataEncoderBuilder::new()
+            .with_schema(batch.schema())
+            .build(futures::stream::iter([Ok(batch)]))
+            .map_err(flight_error_status);
+        Ok(Response::new(Box::pin(encoded)))
+    }
+
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
 }
 
@@ -273,7 +328,7 @@ pub async fn serve(
     addr: SocketAddr,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), FloeError> {
-    let service = FlightServiceServer::new(FloeFlightService::new(engine))
+    let service = FlightServiceServer::new(FloeFlightService::new(engine)?)
         .max_decoding_message_size(64 * 1024 * 1024)
         .max_encoding_message_size(64 * 1024 * 1024);
     let listener = tokio::net::TcpListener::bind(addr)

@@ -1,0 +1,87 @@
+"""The server process: start-up checks, handshake, SqlInfo, graceful shutdown, and
+catalogs made by older pyiceberg versions."""
+
+import sqlite3
+import subprocess
+
+import adbc_driver_flightsql.dbapi as flight_sql
+import pyarrow.flight as flight
+
+from conftest import FLOE_BIN, Server, query
+
+
+def test_handshake_accepts_any_credentials_while_auth_is_off(server):
+    client = flight.FlightClient(server.uri)
+    header = client.authenticate_basic_token("someone", "anything")
+    assert header[0] == b"authorization"
+    assert header[1].startswith(b"Bearer ")
+    client.close()
+
+    with flight_sql.connect(
+        server.uri,
+        db_kwargs={"username": "someone", "password": "anything"},
+    ) as conn, conn.cursor() as cur:
+        assert query(cur, "SELECT 41 + 1 AS answer").to_pylist() == [{"answer": 42}]
+
+
+def test_sql_info_names_the_server(conn):
+    info = conn.adbc_get_info()
+    assert info["vendor_name"] == "Floe"
+    assert info["vendor_version"]
+
+
+def test_bad_configuration_is_refused_at_start_naming_the_key(tmp_path):
+    config = tmp_path / "floe.toml"
+    config.write_text('flight_addr = "127.0.0.1:1"\nexecutor_slot = 4\n')
+    run = subprocess.run(
+        [FLOE_BIN, "serve", "--config", str(config), "--data-dir", str(tmp_path / "d")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode != 0
+    assert "executor_slot" in run.stderr
+
+    run = subprocess.run(
+        [FLOE_BIN, "serve", "--data-dir", str(tmp_path / "d"), "--scheduler-addr", "nowhere"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode != 0
+    assert "scheduler_addr" in run.stderr
+
+
+def test_sigterm_shuts_down_cleanly(tmp_path):
+    srv = Server(tmp_path / "data")
+    with srv.connect() as conn, conn.cursor() as cur:
+        assert query(cur, "SELECT 1 AS one").to_pylist() == [{"one": 1}]
+    assert srv.stop() == 0
+    assert "shutting down" in srv.process.output()
+
+
+def test_catalog_from_old_pyiceberg_without_iceberg_type_is_upgraded(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    db = sqlite3.connect(data / "catalog.db")
+    # The schema pyiceberg <= 0.11 created: no iceberg_type column.
+    db.execute(
+        "CREATE TABLE iceberg_tables (catalog_name VARCHAR(255) NOT NULL, "
+        "table_namespace VARCHAR(255) NOT NULL, table_name VARCHAR(255) NOT NULL, "
+        "metadata_location VARCHAR(1000), previous_metadata_location VARCHAR(1000), "
+        "PRIMARY KEY (catalog_name, table_namespace, table_name))"
+    )
+    db.execute(
+        "CREATE TABLE iceberg_namespace_properties (catalog_name VARCHAR(255) NOT NULL, "
+        "namespace VARCHAR(255) NOT NULL, property_key VARCHAR(255) NOT NULL, "
+        "property_value VARCHAR(1000) NOT NULL, PRIMARY KEY (catalog_name, namespace, property_key))"
+    )
+    db.commit()
+    db.close()
+    srv = Server(data)
+    try:
+        with srv.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE default.t (a INT)")
+            cur.execute("INSERT INTO default.t VALUES (7)")
+            assert query(cur, "SELECT a FROM default.t").to_pylist() == [{"a": 7}]
+        columns = [r[1] for r in sqlite3.connect(data / "catalog.db").execute("PRAGMA table_info(iceberg_tables)")]
+        assert "iceberg_type" in columns
+        assert srv.pyiceberg().load_table("default.t").scan().to_arrow()["a"].to_pylist() == [7]
+    finally:
+        srv.stop()

@@ -1,0 +1,200 @@
+"""INSERT through Floe: read back exactly by Floe and pyiceberg, one snapshot per
+INSERT, and a failed INSERT leaves the table and its files as they were."""
+
+import datetime
+import decimal
+from pathlib import Path
+
+import adbc_driver_manager
+import pyarrow as pa
+import pytest
+
+from conftest import query
+
+
+def data_files(server, schema, table):
+    root = Path(server.data_dir) / "warehouse" / schema / table / "data"
+    return sorted(str(p) for p in root.rglob("*.parquet")) if root.exists() else []
+
+
+def snapshot_ids(catalog, schema, table):
+    return [s.snapshot_id for s in catalog.load_table(f"{schema}.{table}").snapshots()]
+
+
+ROWS = [
+    (1, "eu", datetime.datetime(2024, 1, 1, 10, 0), decimal.Decimal("10.50"), datetime.date(2024, 1, 1)),
+    (2, "us", datetime.datetime(2024, 1, 2, 11, 30), decimal.Decimal("-1.25"), datetime.date(2024, 2, 29)),
+    (3, "eu", datetime.datetime(2024, 3, 3, 0, 0), None, None),
+    (4, None, None, decimal.Decimal("0.01"), datetime.date(1999, 12, 31)),
+]
+
+
+def _values(rows):
+    def lit(v):
+        if v is None:
+            return "NULL"
+        if isinstance(v, datetime.datetime):
+            return f"TIMESTAMP '{v.isoformat(sep=' ')}'"
+        if isinstance(v, datetime.date):
+            return f"DATE '{v.isoformat()}'"
+        if isinstance(v, str):
+            return f"'{v}'"
+        return str(v)
+
+    return ", ".join("(" + ", ".join(lit(v) for v in row) + ")" for row in rows)
+
+
+EXPECTED = [
+    {"id": r[0], "region": r[1], "ts": r[2], "amount": r[3], "day": r[4]} for r in ROWS
+]
+
+PARTITIONINGS = {
+    "unpartitioned": "",
+    "identity": "PARTITIONED BY (region)",
+    "transforms": "PARTITIONED BY (bucket(4, id), day(ts), truncate(2, region))",
+    "temporal": "PARTITIONED BY (year(day), hour(ts))",
+}
+
+
+@pytest.mark.parametrize("partitioning", PARTITIONINGS)
+def test_inserted_rows_read_back_exactly_by_floe_and_pyiceberg(
+    server, cur, catalog, schema, partitioning
+):
+    cur.execute(
+        f"CREATE TABLE {schema}.sales (id BIGINT NOT NULL, region STRING, ts TIMESTAMP, "
+        f"amount DECIMAL(10, 2), day DATE) {PARTITIONINGS[partitioning]}"
+    )
+    assert snapshot_ids(catalog, schema, "sales") == []
+
+    cur.execute(f"INSERT INTO {schema}.sales VALUES {_values(ROWS[:2])}")
+    assert cur.fetch_arrow_table().to_pylist() == [{"count": 2}]
+    assert len(snapshot_ids(catalog, schema, "sales")) == 1
+    cur.execute(f"INSERT INTO {schema}.sales VALUES {_values(ROWS[2:])}")
+    assert len(snapshot_ids(catalog, schema, "sales")) == 2
+
+    by_floe = query(cur, f"SELECT * FROM {schema}.sales ORDER BY id")
+    assert by_floe.schema.types == [pa.int64(), pa.string(), pa.timestamp("us"), pa.decimal128(10, 2), pa.date32()]
+    assert by_floe.to_pylist() == EXPECTED
+
+    table = catalog.load_table(f"{schema}.sales")
+    by_pyiceberg = table.scan().to_arrow().sort_by("id")
+    assert by_pyiceberg.to_pylist() == EXPECTED
+    assert all(f.startswith(str(server.data_dir)) for f in data_files(server, schema, "sales"))
+    if partitioning != "unpartitioned":
+        assert len(table.spec().fields) > 0
+        # Partition pruning by pyiceberg uses the partition values Floe wrote.
+        eu = table.scan(row_filter="region == 'eu'").to_arrow()
+        assert sorted(eu["id"].to_pylist()) == [1, 3]
+
+
+def test_insert_select_copies_between_tables(cur, catalog, schema):
+    cur.execute(f"CREATE TABLE {schema}.src (id INT, v STRING)")
+    cur.execute(f"INSERT INTO {schema}.src VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    cur.execute(f"CREATE TABLE {schema}.dst (v STRING, id BIGINT) PARTITIONED BY (v)")
+    cur.execute(f"INSERT INTO {schema}.dst SELECT upper(v), id * 10 FROM {schema}.src WHERE id > 1")
+    assert cur.fetch_arrow_table().to_pylist() == [{"count": 2}]
+    assert query(cur, f"SELECT * FROM {schema}.dst ORDER BY id").to_pylist() == [
+        {"v": "B", "id": 20},
+        {"v": "C", "id": 30},
+    ]
+    # Files land in the partition of the value they hold.
+    files = catalog.load_table(f"{schema}.dst").inspect.files().to_pylist()
+    assert sorted(f["partition"]["v"] for f in files) == ["B", "C"]
+
+
+def test_nested_types_round_trip_through_pyiceberg(cur, catalog, schema):
+    cur.execute(
+        f"CREATE TABLE {schema}.nested (id INT NOT NULL, s STRUCT<x INT, y STRING>, "
+        f"l ARRAY<BIGINT>, m MAP(STRING, DOUBLE))"
+    )
+    cur.execute(
+        f"INSERT INTO {schema}.nested VALUES "
+        f"(1, named_struct('x', 1, 'y', 'one'), [1, 2, 3], MAP(['a', 'b'], [1.5, 2.5])), "
+        f"(2, NULL, NULL, NULL)"
+    )
+    expected = [
+        {"id": 1, "s": {"x": 1, "y": "one"}, "l": [1, 2, 3], "m": [("a", 1.5), ("b", 2.5)]},
+        {"id": 2, "s": None, "l": None, "m": None},
+    ]
+    assert query(cur, f"SELECT * FROM {schema}.nested ORDER BY id").to_pylist() == expected
+    by_pyiceberg = catalog.load_table(f"{schema}.nested").scan().to_arrow().sort_by("id")
+    assert by_pyiceberg.to_pylist() == expected
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_null_into_not_null_fails_and_leaves_the_table_unchanged(server, cur, catalog, schema, partitioned):
+    clause = "PARTITIONED BY (bucket(3, id))" if partitioned else ""
+    cur.execute(f"CREATE TABLE {schema}.strict (id INT NOT NULL, v STRING) {clause}")
+    cur.execute(f"INSERT INTO {schema}.strict VALUES (1, 'kept')")
+    snapshots = snapshot_ids(catalog, schema, "strict")
+    files = data_files(server, schema, "strict")
+
+    with pytest.raises(adbc_driver_manager.ProgrammingError) as err:
+        cur.execute(f"INSERT INTO {schema}.strict VALUES (2, 'x'), (NULL, 'y')")
+    assert "INVALID_ARGUMENT" in str(err.value)
+    assert "NOT NULL column 'id'" in str(err.value)
+
+    # A NULL produced by a query, after other rows (and other tasks) were written.
+    cur.execute(f"CREATE TABLE {schema}.source (n INT)")
+    for chunk in range(4):
+        values = ", ".join(f"({chunk * 100 + i})" for i in range(100))
+        cur.execute(f"INSERT INTO {schema}.source VALUES {values}")
+    with pytest.raises(adbc_driver_manager.ProgrammingError) as err:
+        cur.execute(
+            f"INSERT INTO {schema}.strict SELECT CASE WHEN n = 399 THEN NULL ELSE n END, 'v' "
+            f"FROM {schema}.source"
+        )
+    assert "NOT NULL column 'id'" in str(err.value)
+
+    assert snapshot_ids(catalog, schema, "strict") == snapshots
+    assert data_files(server, schema, "strict") == files
+    assert query(cur, f"SELECT * FROM {schema}.strict").to_pylist() == [{"id": 1, "v": "kept"}]
+
+
+def test_ddl_errors_are_clear(cur, schema):
+    cur.execute(f"CREATE TABLE {schema}.once (a INT)")
+    with pytest.raises(adbc_driver_manager.ProgrammingError) as err:
+        cur.execute(f"CREATE TABLE {schema}.once (a INT)")
+    assert "ALREADY_EXISTS" in str(err.value)
+    cur.execute(f"CREATE TABLE IF NOT EXISTS {schema}.once (a INT)")
+
+    with pytest.raises(adbc_driver_manager.ProgrammingError) as err:
+        cur.execute(f"DROP TABLE {schema}.never")
+    assert "NOT_FOUND" in str(err.value)
+    cur.execute(f"DROP TABLE IF EXISTS {schema}.never")
+
+    with pytest.raises(adbc_driver_manager.ProgrammingError) as err:
+        cur.execute(f"CREATE TABLE {schema}.bad (a INT) PARTITIONED BY (bucket(4, missing))")
+    assert "INVALID_ARGUMENT" in str(err.value) and "missing" in str(err.value)
+    with pytest.raises(adbc_driver_manager.ProgrammingError) as err:
+        cur.execute(f"CREATE TABLE {schema}.bad (a INT) PARTITIONED BY (sqrt(a))")
+    assert "INVALID_ARGUMENT" in str(err.value)
+    with pytest.raises(adbc_driver_manager.ProgrammingError) as err:
+        cur.execute(f"CREATE TABLE {schema}.bad (s STRING) PARTITIONED BY (day(s))")
+    assert "INVALID_ARGUMENT" in str(err.value)
+    with pytest.raises(adbc_driver_manager.ProgrammingError) as err:
+        cur.execute(f"CREATE SCHEMA {schema}")
+    assert "ALREADY_EXISTS" in str(err.value)
+    with pytest.raises(adbc_driver_manager.ProgrammingError) as err:
+        cur.execute(f"DROP SCHEMA {schema}")
+    assert "not empty" in str(err.value)
+
+    cur.execute(f"DROP TABLE {schema}.once")
+    cur.execute(f"DROP SCHEMA {schema}")
+    with pytest.raises(adbc_driver_manager.ProgrammingError) as err:
+        cur.execute(f"SELECT * FROM {schema}.once")
+    assert "NOT_FOUND" in str(err.value)
+
+
+def test_every_primitive_type_is_created_as_iceberg_expects(cur, catalog, schema):
+    cur.execute(
+        f"CREATE TABLE {schema}.types (b BOOLEAN, i INT, l BIGINT, f REAL, d DOUBLE, "
+        f"dec DECIMAL(38, 9), dt DATE, t TIME, ts TIMESTAMP, tstz TIMESTAMP WITH TIME ZONE, "
+        f"s STRING, u UUID, bin BYTEA, fx BINARY(4))"
+    )
+    types = {f.name: str(f.field_type) for f in catalog.load_table(f"{schema}.types").schema().fields}
+    assert types == {
+        "b": "boolean", "i": "int", "l": "long", "f": "float", "d": "double",
+        "dec": "decimal(38, 9)", "dt": "date", "t": "time", "ts": "timestamp",
+        "tstz": "timestamptz", "s": "string", "u": "uuid", "bin": "binary", "fx": "fixed[4]",
+    }
