@@ -2,7 +2,6 @@
 //! everything else delegated to Ballista's own codec (its shuffle nodes travel through
 //! the same hooks). A leading tag byte tells the two apart.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use ballista_core::serde::BallistaPhysicalExtensionCodec;
@@ -214,7 +213,7 @@ fn encode_storage(storage: &StorageSpec) -> proto::StorageSpec {
 
 fn decode_storage(storage: Option<proto::StorageSpec>) -> StorageSpec {
     StorageSpec {
-        props: storage.map(|s| s.props).unwrap_or_else(HashMap::new),
+        props: storage.map(|s| s.props).unwrap_or_default(),
     }
 }
 

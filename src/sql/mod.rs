@@ -42,7 +42,7 @@ pub struct Engine {
 /// A statement ready to produce rows.
 pub enum Outcome {
     /// A query, planned and pinned to its snapshots, not yet run.
-    Query(Query),
+    Query(Box<Query>),
     /// A statement that already ran; `rows` is what it returns (nothing for DDL, the
     /// row count for INSERT).
     Done { rows: RecordBatch, affected: i64 },
@@ -107,7 +107,7 @@ impl Engine {
             });
         }
         match self.plan(parsed.statement).await? {
-            (_, Planned::Query(query)) => Ok(Outcome::Query(query)),
+            (_, Planned::Query(query)) => Ok(Outcome::Query(Box::new(query))),
             (catalog, Planned::Insert(ctx, plan, dml)) => {
                 let count = self.run_insert(&ctx, &plan, &dml, &catalog).await?;
                 Ok(Outcome::Done {
@@ -119,7 +119,7 @@ impl Engine {
     }
 
     /// Runs a planned query and streams its result batch by batch.
-    pub async fn run_query(&self, query: Query) -> Result<SendableRecordBatchStream> {
+    pub async fn run_query(&self, query: Box<Query>) -> Result<SendableRecordBatchStream> {
         let schema = query.schema();
         if query.local {
             let frame = query.ctx.execute_logical_plan(query.plan).await?;

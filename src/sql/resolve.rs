@@ -46,7 +46,12 @@ pub async fn resolve(
     statement: &Statement,
     state: &SessionState,
 ) -> Result<Resolution> {
-    let references = state.resolve_table_references(statement)?;
+    // Table functions (`generate_series(…)`) come back as bare references too.
+    let references: Vec<TableReference> = state
+        .resolve_table_references(statement)?
+        .into_iter()
+        .filter(|r| !(r.schema().is_none() && state.table_functions().contains_key(r.table())))
+        .collect();
     let uses_information_schema = references
         .iter()
         .any(|r| r.schema() == Some(INFORMATION_SCHEMA));
