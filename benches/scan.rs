@@ -14,13 +14,19 @@ use futures::TryStreamExt;
 use tonic::transport::Channel;
 
 const QUERIES: &[(&str, &str)] = &[
-    ("aggregate", "SELECT s, count(*) AS n, sum(v) AS total FROM t GROUP BY s ORDER BY s"),
+    (
+        "aggregate",
+        "SELECT s, count(*) AS n, sum(v) AS total FROM t GROUP BY s ORDER BY s",
+    ),
     ("selective", "SELECT count(*) AS n FROM t WHERE id < 1000"),
     ("rows", "SELECT id, v, s FROM t WHERE id % 100 = 0"),
 ];
 
 fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn free_port() -> u16 {
@@ -46,7 +52,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tokio::spawn(floe::server::serve(config));
     let mut client = connect(flight_port).await?;
 
-    run(&mut client, "CREATE TABLE t (id BIGINT, v DOUBLE, s STRING)").await?;
+    run(
+        &mut client,
+        "CREATE TABLE t (id BIGINT, v DOUBLE, s STRING)",
+    )
+    .await?;
     let per_file = rows / files;
     for f in 0..files {
         let (lo, hi) = (f * per_file, (f + 1) * per_file - 1);
@@ -57,16 +67,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     }
 
-    let baseline = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(
-        floe::config::cpus(),
-    ));
+    let baseline = SessionContext::new_with_config(
+        SessionConfig::new().with_target_partitions(floe::config::cpus()),
+    );
     let data = dir.path().join("warehouse/default/t/data");
     baseline
-        .register_parquet("t", data.to_string_lossy().as_ref(), ParquetReadOptions::default())
+        .register_parquet(
+            "t",
+            data.to_string_lossy().as_ref(),
+            ParquetReadOptions::default(),
+        )
         .await?;
 
     println!("{rows} rows in {files} Parquet files, median of {runs} runs");
-    println!("{:<10} {:>10} {:>14} {:>7}", "query", "floe ms", "datafusion ms", "ratio");
+    println!(
+        "{:<10} {:>10} {:>14} {:>7}",
+        "query", "floe ms", "datafusion ms", "ratio"
+    );
     for (name, sql) in QUERIES {
         let floe = median(runs, || {
             let mut client = client.clone();
@@ -74,7 +91,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .await?;
         let df = median(runs, || async {
-            baseline.sql(sql).await?.collect().await.map(|_| ()).map_err(Into::into)
+            baseline
+                .sql(sql)
+                .await?
+                .collect()
+                .await
+                .map(|_| ())
+                .map_err(Into::into)
         })
         .await?;
         println!(
@@ -92,16 +115,24 @@ type BoxError = Box<dyn std::error::Error>;
 async fn connect(port: u16) -> Result<FlightSqlServiceClient<Channel>, BoxError> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        match Channel::from_shared(format!("http://127.0.0.1:{port}"))?.connect().await {
+        match Channel::from_shared(format!("http://127.0.0.1:{port}"))?
+            .connect()
+            .await
+        {
             Ok(channel) => return Ok(FlightSqlServiceClient::new(channel)),
-            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
             Err(e) => return Err(e.into()),
         }
     }
 }
 
 /// Runs a statement through Flight SQL and reads every batch.
-async fn run(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> Result<Vec<RecordBatch>, BoxError> {
+async fn run(
+    client: &mut FlightSqlServiceClient<Channel>,
+    sql: &str,
+) -> Result<Vec<RecordBatch>, BoxError> {
     let info = client.execute(sql.to_string(), None).await?;
     let mut batches = Vec::new();
     for endpoint in info.endpoint {

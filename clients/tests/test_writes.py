@@ -198,3 +198,12 @@ def test_every_primitive_type_is_created_as_iceberg_expects(cur, catalog, schema
         "dec": "decimal(38, 9)", "dt": "date", "t": "time", "ts": "timestamp",
         "tstz": "timestamptz", "s": "string", "u": "uuid", "bin": "binary", "fx": "fixed[4]",
     }
+
+
+def test_insert_from_a_table_function(cur, schema):
+    cur.execute(f"CREATE TABLE {schema}.series (n BIGINT, half DOUBLE)")
+    cur.execute(f"INSERT INTO {schema}.series SELECT value, value / 2.0 FROM generate_series(1, 5000)")
+    assert cur.fetch_arrow_table().to_pylist() == [{"count": 5000}]
+    assert query(cur, f"SELECT count(*) AS c, sum(n) AS s FROM {schema}.series").to_pylist() == [
+        {"c": 5000, "s": 5000 * 5001 // 2}
+    ]

@@ -338,12 +338,33 @@ pub async fn serve(
         .map_err(|e| FloeError::invalid(format!("flight_addr: cannot listen on {addr}: {e}")))?;
     tracing::info!("Flight SQL listening on grpc://{addr}");
     println!("Floe is serving Flight SQL on grpc://{addr}");
-    tonic::transport::Server::builder()
+    let stopping = Arc::new(tokio::sync::Notify::new());
+    let signal = {
+        let stopping = stopping.clone();
+        async move {
+            shutdown.await;
+            stopping.notify_one();
+        }
+    };
+    let server = tonic::transport::Server::builder()
         .add_service(service)
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown,
-        )
-        .await
-        .map_err(|e| FloeError::internal(format!("Flight SQL server: {e}")))
+            signal,
+        );
+    // In-flight calls get a grace period after the signal, not forever.
+    let grace = async {
+        stopping.notified().await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        result = server => result.map_err(|e| FloeError::internal(format!("Flight SQL server: {e}"))),
+        _ = grace => {
+            tracing::warn!("statements still running after {SHUTDOWN_GRACE:?}; stopping anyway");
+            Ok(())
+        }
+    }
 }
+
+/// How long in-flight statements may run on after SIGINT/SIGTERM.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);

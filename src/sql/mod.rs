@@ -33,6 +33,7 @@ use parse::{ParsedStatement, parse};
 use resolve::{Resolution, StatementCatalog, resolve};
 
 /// Runs SQL statements against one Iceberg catalog on one cluster.
+#[derive(Clone)]
 pub struct Engine {
     catalog: Arc<dyn Catalog>,
     catalog_name: String,
@@ -109,7 +110,15 @@ impl Engine {
         match self.plan(parsed.statement).await? {
             (_, Planned::Query(query)) => Ok(Outcome::Query(Box::new(query))),
             (catalog, Planned::Insert(ctx, plan, dml)) => {
-                let count = self.run_insert(&ctx, &plan, &dml, &catalog).await?;
+                // A write runs to its end (commit, or clean-up) even if the client goes
+                // away: dropping it half-way would leave its files behind.
+                let engine = self.clone();
+                let count =
+                    tokio::spawn(
+                        async move { engine.run_insert(&ctx, &plan, &dml, &catalog).await },
+                    )
+                    .await
+                    .map_err(|e| FloeError::internal(format!("INSERT task failed: {e}")))??;
                 Ok(Outcome::Done {
                     rows: count_batch(count)?,
                     affected: count as i64,
