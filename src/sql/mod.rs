@@ -232,11 +232,10 @@ impl Engine {
             .await
             .map_err(|e| name_not_null_violation(e, dml));
         if result.is_err() {
-            let location = data_location(provider.table().metadata());
-            for write_id in provider.planned_writes() {
-                let deleted = delete_write_leftovers(&location, &write_id);
-                tracing::info!(write_id, deleted, "removed the files of a failed write");
-            }
+            clean_up_failed_writes(
+                data_location(provider.table().metadata()),
+                provider.planned_writes(),
+            );
         }
         result
     }
@@ -264,6 +263,26 @@ impl Engine {
             }
         }
     }
+}
+
+/// Deletes what the writes of a failed INSERT left behind. Tasks of a failed job that
+/// were still running when it failed may finish afterwards: look again later.
+fn clean_up_failed_writes(location: String, write_ids: Vec<String>) {
+    let sweep = move || {
+        for write_id in &write_ids {
+            let deleted = delete_write_leftovers(&location, write_id);
+            if deleted > 0 {
+                tracing::info!(write_id, deleted, "removed the files of a failed write");
+            }
+        }
+    };
+    sweep();
+    tokio::spawn(async move {
+        for seconds in [1, 5, 30] {
+            tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+            sweep();
+        }
+    });
 }
 
 enum Planned {

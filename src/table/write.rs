@@ -4,7 +4,7 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{ArrayRef, Int32Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -21,6 +21,8 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 use iceberg::arrow::RecordBatchPartitionSplitter;
+use iceberg::io::FileIO;
+use iceberg::spec::PartitionKey;
 use iceberg::spec::{
     DataFile, DataFileFormat, FormatVersion, PartitionSpecRef, SchemaRef as IcebergSchemaRef,
     serialize_data_file_to_json,
@@ -28,7 +30,7 @@ use iceberg::spec::{
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::file_writer::location_generator::{
-    DefaultFileNameGenerator, DefaultLocationGenerator,
+    DefaultFileNameGenerator, DefaultLocationGenerator, LocationGenerator,
 };
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::partitioning::PartitioningWriter;
@@ -180,10 +182,21 @@ async fn write_partition(
     spec: &WriteSpec,
     table_schema: &SchemaRef,
     partition: usize,
-    mut input: SendableRecordBatchStream,
+    input: SendableRecordBatchStream,
 ) -> DfResult<Vec<DataFile>> {
     // Unique per task attempt: a retried task never overwrites its predecessor's files.
     let prefix = format!("{}-{partition:05}-{}", spec.write_id, uuid::Uuid::new_v4());
+    let file_io = spec.storage.file_io();
+    let locations = RecordingLocations {
+        inner: DefaultLocationGenerator::with_data_location(spec.data_location.clone()),
+        written: Arc::default(),
+    };
+    // Until this task has handed its files over, failing or being aborted deletes them.
+    let mut cleanup = DeleteOnDrop {
+        files: locations.written.clone(),
+        file_io: file_io.clone(),
+        armed: true,
+    };
     let parquet = ParquetWriterBuilder::new(
         writer_properties(&spec.compression_codec)?,
         spec.schema.clone(),
@@ -191,12 +204,25 @@ async fn write_partition(
     let rolling = RollingFileWriterBuilder::new(
         parquet,
         spec.target_file_size_bytes as usize,
-        spec.storage.file_io(),
-        DefaultLocationGenerator::with_data_location(spec.data_location.clone()),
+        file_io,
+        locations,
         DefaultFileNameGenerator::new(prefix, None, DataFileFormat::Parquet),
     );
     let builder = DataFileWriterBuilder::new(rolling);
+    let files = write_batches(spec, table_schema, builder, input).await?;
+    cleanup.armed = false;
+    Ok(files)
+}
 
+type Builder =
+    DataFileWriterBuilder<ParquetWriterBuilder, RecordingLocations, DefaultFileNameGenerator>;
+
+async fn write_batches(
+    spec: &WriteSpec,
+    table_schema: &SchemaRef,
+    builder: Builder,
+    mut input: SendableRecordBatchStream,
+) -> DfResult<Vec<DataFile>> {
     if spec.partition_spec.is_unpartitioned() {
         let mut writer = UnpartitionedWriter::new(builder);
         while let Some(batch) = input.next().await {
@@ -218,6 +244,51 @@ async fn write_partition(
             }
         }
         writer.close().await.map_err(iceberg_to_df)
+    }
+}
+
+/// The default location scheme, remembering every file location it hands out.
+#[derive(Clone)]
+struct RecordingLocations {
+    inner: DefaultLocationGenerator,
+    written: Arc<Mutex<Vec<String>>>,
+}
+
+impl LocationGenerator for RecordingLocations {
+    fn generate_location(&self, partition_key: Option<&PartitionKey>, file_name: &str) -> String {
+        let location = self.inner.generate_location(partition_key, file_name);
+        if let Ok(mut written) = self.written.lock() {
+            written.push(location.clone());
+        }
+        location
+    }
+}
+
+/// Deletes a task's files when the task fails or is aborted (dropped) before it
+/// returned them; the coordinator never learns about such files.
+struct DeleteOnDrop {
+    files: Arc<Mutex<Vec<String>>>,
+    file_io: FileIO,
+    armed: bool,
+}
+
+impl Drop for DeleteOnDrop {
+    fn drop(&mut self) {
+        let files = match self.files.lock() {
+            Ok(mut files) if self.armed => std::mem::take(&mut *files),
+            _ => return,
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let file_io = self.file_io.clone();
+        runtime.spawn(async move {
+            for file in files {
+                if let Err(e) = file_io.delete(&file).await {
+                    tracing::debug!("deleting an unfinished data file: {e}");
+                }
+            }
+        });
     }
 }
 
