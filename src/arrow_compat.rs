@@ -15,28 +15,45 @@ use datafusion::arrow::error::ArrowError;
 
 /// The same schema without any field metadata, at any depth.
 pub fn strip_metadata(schema: &Schema) -> SchemaRef {
-    let fields: Vec<FieldRef> = schema.fields().iter().map(|f| strip_field(f)).collect();
+    plain_schema(schema, false)
+}
+
+/// The schema sent to clients: no field metadata, and view types (which common
+/// clients cannot read) replaced by their plain forms.
+pub fn client_schema(schema: &Schema) -> SchemaRef {
+    plain_schema(schema, true)
+}
+
+fn plain_schema(schema: &Schema, no_views: bool) -> SchemaRef {
+    let fields: Vec<FieldRef> = schema
+        .fields()
+        .iter()
+        .map(|f| plain_field(f, no_views))
+        .collect();
     Arc::new(Schema::new(fields))
 }
 
-fn strip_field(field: &Field) -> FieldRef {
+fn plain_field(field: &Field, no_views: bool) -> FieldRef {
     Arc::new(
         field
             .clone()
-            .with_data_type(strip_type(field.data_type()))
+            .with_data_type(plain_type(field.data_type(), no_views))
             .with_metadata(HashMap::new()),
     )
 }
 
-fn strip_type(data_type: &DataType) -> DataType {
+fn plain_type(data_type: &DataType, no_views: bool) -> DataType {
+    let field = |f: &Field| plain_field(f, no_views);
     match data_type {
-        DataType::List(f) => DataType::List(strip_field(f)),
-        DataType::LargeList(f) => DataType::LargeList(strip_field(f)),
-        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(strip_field(f), *n),
+        DataType::Utf8View if no_views => DataType::Utf8,
+        DataType::BinaryView if no_views => DataType::Binary,
+        DataType::List(f) => DataType::List(field(f)),
+        DataType::LargeList(f) => DataType::LargeList(field(f)),
+        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(field(f), *n),
         DataType::Struct(fields) => {
-            DataType::Struct(Fields::from_iter(fields.iter().map(|f| strip_field(f))))
+            DataType::Struct(Fields::from_iter(fields.iter().map(|f| field(f))))
         }
-        DataType::Map(f, sorted) => DataType::Map(strip_field(f), *sorted),
+        DataType::Map(f, sorted) => DataType::Map(field(f), *sorted),
         other => other.clone(),
     }
 }

@@ -78,9 +78,9 @@ fn scan_node_decodes_to_the_same_partitions_and_tasks() {
         3
     );
     assert_eq!(decoded.schema(), scan.schema());
-    assert_eq!(decoded.predicate, scan.predicate);
-    assert_eq!(decoded.storage, scan.storage);
-    assert_eq!(decoded.project_field_ids, vec![2, 1]);
+    assert_eq!(decoded.parts.predicate, scan.parts.predicate);
+    assert_eq!(decoded.parts.storage, scan.parts.storage);
+    assert_eq!(decoded.parts.project_field_ids, vec![2, 1]);
     let first = &decoded.groups[0][0];
     assert_eq!(first.project_field_ids, vec![2, 1]);
     assert!(first.name_mapping.is_some());

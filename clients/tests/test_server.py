@@ -85,3 +85,15 @@ def test_catalog_from_old_pyiceberg_without_iceberg_type_is_upgraded(tmp_path):
         assert srv.pyiceberg().load_table("default.t").scan().to_arrow()["a"].to_pylist() == [7]
     finally:
         srv.stop()
+
+
+def test_memory_catalog_serves_tables_for_the_process_lifetime(tmp_path):
+    srv = Server(tmp_path / "data", ["--catalog-type", "memory"])
+    try:
+        with srv.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE default.m (a INT) PARTITIONED BY (a)")
+            cur.execute("INSERT INTO default.m VALUES (1), (2)")
+            assert query(cur, "SELECT a FROM default.m ORDER BY a").to_pylist() == [{"a": 1}, {"a": 2}]
+        assert not (tmp_path / "data" / "catalog.db").exists()
+    finally:
+        srv.stop()

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use iceberg::io::{FileIO, FileIOBuilder, LocalFsStorageFactory};
-use iceberg::memory::{MEMORY_CATALOG_WAREHOUSE, MemoryCatalogBuilder};
+use iceberg::memory::MemoryCatalogBuilder;
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent};
 use iceberg_catalog_sql::{
     SQL_CATALOG_PROP_BIND_STYLE, SQL_CATALOG_PROP_URI, SQL_CATALOG_PROP_WAREHOUSE,
@@ -25,31 +25,23 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 /// runtime: the catalog keeps a handle to it for all its I/O.
 pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>> {
     let runtime = iceberg::Runtime::try_current()?;
-    let catalog: Arc<dyn Catalog> = match config.kind {
+    let mut props: HashMap<String, String> = config.properties.clone().into_iter().collect();
+    props.insert(SQL_CATALOG_PROP_WAREHOUSE.into(), config.warehouse.clone());
+    let catalog = match config.kind {
         CatalogKind::Sql => {
             prepare_sqlite(&config.uri).await?;
-            let mut props: HashMap<String, String> =
-                config.properties.clone().into_iter().collect();
             props.insert(SQL_CATALOG_PROP_URI.into(), with_create_mode(&config.uri));
-            props.insert(SQL_CATALOG_PROP_WAREHOUSE.into(), config.warehouse.clone());
             props.insert(SQL_CATALOG_PROP_BIND_STYLE.into(), "QMark".into());
-            let catalog = SqlCatalogBuilder::default()
-                .with_storage_factory(Arc::new(LocalFsStorageFactory))
-                .with_runtime(runtime)
-                .load(&config.name, props)
-                .await?;
-            Arc::new(catalog)
+            load(SqlCatalogBuilder::default(), &config.name, props, runtime).await?
         }
         CatalogKind::Memory => {
-            let mut props: HashMap<String, String> =
-                config.properties.clone().into_iter().collect();
-            props.insert(MEMORY_CATALOG_WAREHOUSE.into(), config.warehouse.clone());
-            let catalog = MemoryCatalogBuilder::default()
-                .with_storage_factory(Arc::new(LocalFsStorageFactory))
-                .with_runtime(runtime)
-                .load(&config.name, props)
-                .await?;
-            Arc::new(catalog)
+            load(
+                MemoryCatalogBuilder::default(),
+                &config.name,
+                props,
+                runtime,
+            )
+            .await?
         }
         CatalogKind::Rest => {
             return Err(FloeError::unimplemented(
@@ -59,6 +51,23 @@ pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>> {
     };
     ensure_namespace(catalog.as_ref(), DEFAULT_NAMESPACE).await?;
     Ok(catalog)
+}
+
+async fn load<B: CatalogBuilder>(
+    builder: B,
+    name: &str,
+    props: HashMap<String, String>,
+    runtime: iceberg::Runtime,
+) -> Result<Arc<dyn Catalog>>
+where
+    B::C: 'static,
+{
+    let catalog = builder
+        .with_storage_factory(Arc::new(LocalFsStorageFactory))
+        .with_runtime(runtime)
+        .load(name, props)
+        .await?;
+    Ok(Arc::new(catalog))
 }
 
 async fn ensure_namespace(catalog: &dyn Catalog, name: &str) -> Result<()> {

@@ -95,14 +95,14 @@ pub fn encode_scan(scan: &IcebergScanExec) -> Result<proto::ScanNode> {
         })
         .collect::<Result<_>>()?;
     Ok(proto::ScanNode {
-        table: scan.table.clone(),
-        schema_json: to_json(scan.schema.as_ref())?,
-        project_field_ids: scan.project_field_ids.clone(),
-        predicate_json: scan.predicate.as_ref().map(to_json).transpose()?,
-        name_mapping_json: scan.name_mapping.clone(),
-        storage: Some(encode_storage(&scan.storage)),
+        table: scan.parts.table.clone(),
+        schema_json: to_json(scan.parts.schema.as_ref())?,
+        project_field_ids: scan.parts.project_field_ids.clone(),
+        predicate_json: scan.parts.predicate.as_ref().map(to_json).transpose()?,
+        name_mapping_json: scan.parts.name_mapping.clone(),
+        storage: Some(encode_storage(&scan.parts.storage)),
         groups,
-        case_sensitive: scan.case_sensitive,
+        case_sensitive: scan.parts.case_sensitive,
     })
 }
 

@@ -28,9 +28,10 @@ use prost::Message;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::arrow_compat::{client_schema, conform_batch};
 use crate::error::{ErrorKind, FloeError};
 use crate::sql::{Engine, Outcome, StatementKind};
-use results::{PendingResults, client_batch, client_schema};
+use results::PendingResults;
 
 pub struct FloeFlightService {
     engine: Arc<Engine>,
@@ -198,8 +199,7 @@ impl FlightSqlService for FloeFlightService {
                     .map_err(|e| FlightError::ExternalError(Box::new(FloeError::from(e))))
                     .and_then(move |batch| {
                         futures::future::ready(
-                            client_batch(batch, &target)
-                                .map_err(|e| FlightError::ExternalError(Box::new(e))),
+                            conform_batch(&batch, &target).map_err(FlightError::Arrow),
                         )
                     })
                     .boxed();

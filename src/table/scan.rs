@@ -42,6 +42,16 @@ const NAME_MAPPING_PROPERTY: &str = "schema.name-mapping.default";
 /// Reads a fixed set of Iceberg file tasks, one group per partition.
 #[derive(Clone)]
 pub struct IcebergScanExec {
+    pub parts: ScanParts,
+    /// One group of tasks per output partition (at least one group).
+    pub groups: Vec<Vec<FileScanTask>>,
+    output_schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+/// Everything about a scan except its tasks.
+#[derive(Clone)]
+pub struct ScanParts {
     /// `namespace.table`, for display and logs.
     pub table: String,
     /// Schema the files are read with (the table's current schema).
@@ -51,21 +61,6 @@ pub struct IcebergScanExec {
     /// Predicate shared by every task (bound to `schema`).
     pub predicate: Option<BoundPredicate>,
     /// Raw JSON of the table's name mapping, if it has one.
-    pub name_mapping: Option<String>,
-    pub storage: StorageSpec,
-    pub case_sensitive: bool,
-    /// One group of tasks per output partition (at least one group).
-    pub groups: Vec<Vec<FileScanTask>>,
-    output_schema: SchemaRef,
-    properties: Arc<PlanProperties>,
-}
-
-/// Everything about a scan except its tasks.
-pub struct ScanParts {
-    pub table: String,
-    pub schema: IcebergSchemaRef,
-    pub project_field_ids: Vec<i32>,
-    pub predicate: Option<BoundPredicate>,
     pub name_mapping: Option<String>,
     pub storage: StorageSpec,
     pub case_sensitive: bool,
@@ -106,13 +101,7 @@ impl IcebergScanExec {
             Boundedness::Bounded,
         ));
         Ok(Self {
-            table: parts.table,
-            schema: parts.schema,
-            project_field_ids: parts.project_field_ids,
-            predicate: parts.predicate,
-            name_mapping: parts.name_mapping,
-            storage: parts.storage,
-            case_sensitive: parts.case_sensitive,
+            parts,
             groups,
             output_schema,
             properties,
@@ -257,11 +246,11 @@ pub fn group_tasks(
 impl fmt::Debug for IcebergScanExec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IcebergScanExec")
-            .field("table", &self.table)
-            .field("project_field_ids", &self.project_field_ids)
+            .field("table", &self.parts.table)
+            .field("project_field_ids", &self.parts.project_field_ids)
             .field("groups", &self.groups.len())
             .field("tasks", &self.task_count())
-            .field("storage", &self.storage)
+            .field("storage", &self.parts.storage)
             .finish()
     }
 }
@@ -271,12 +260,12 @@ impl DisplayAs for IcebergScanExec {
         write!(
             f,
             "IcebergScanExec: table={}, partitions={}, files={}, projection={:?}",
-            self.table,
+            self.parts.table,
             self.groups.len(),
             self.task_count(),
-            self.project_field_ids
+            self.parts.project_field_ids
         )?;
-        if let Some(predicate) = &self.predicate {
+        if let Some(predicate) = &self.parts.predicate {
             write!(f, ", predicate={predicate}")?;
         }
         Ok(())
@@ -339,14 +328,14 @@ impl ExecutionPlan for IcebergScanExec {
         for task in &tasks {
             tracing::info!(
                 target: "floe::scan",
-                table = %self.table,
+                table = %self.parts.table,
                 partition,
                 file = %task.data_file_path,
                 "reading data file"
             );
         }
         let runtime = iceberg::Runtime::try_current().map_err(iceberg_to_df)?;
-        let reader = ArrowReaderBuilder::new(self.storage.file_io(), runtime)
+        let reader = ArrowReaderBuilder::new(self.parts.storage.file_io(), runtime)
             .with_batch_size(context.session_config().batch_size())
             .with_data_file_concurrency_limit(1)
             .with_row_group_filtering_enabled(true)
@@ -356,7 +345,7 @@ impl ExecutionPlan for IcebergScanExec {
             .map_err(iceberg_to_df)?
             .stream();
         let output_schema = self.output_schema.clone();
-        let count_only = self.project_field_ids.is_empty();
+        let count_only = self.parts.project_field_ids.is_empty();
         let stream = batches.map(move |batch| {
             let batch = batch.map_err(iceberg_to_df)?;
             conform(batch, &output_schema, count_only)
