@@ -108,17 +108,15 @@ impl Engine {
             });
         }
         match self.plan(parsed.statement).await? {
-            (_, Planned::Query(query)) => Ok(Outcome::Query(Box::new(query))),
-            (catalog, Planned::Insert(ctx, plan, dml)) => {
+            (_, Planned::Query(query)) => Ok(Outcome::Query(query)),
+            (catalog, Planned::Insert(ctx, dml)) => {
                 // A write runs to its end (commit, or clean-up) even if the client goes
                 // away: dropping it half-way would leave its files behind.
                 let engine = self.clone();
                 let count =
-                    tokio::spawn(
-                        async move { engine.run_insert(&ctx, &plan, &dml, &catalog).await },
-                    )
-                    .await
-                    .map_err(|e| FloeError::internal(format!("INSERT task failed: {e}")))??;
+                    tokio::spawn(async move { engine.run_insert(&ctx, dml, &catalog).await })
+                        .await
+                        .map_err(|e| FloeError::internal(format!("INSERT task failed: {e}")))??;
                 Ok(Outcome::Done {
                     rows: count_batch(count)?,
                     affected: count as i64,
@@ -190,7 +188,7 @@ impl Engine {
         let plan = ctx.state().statement_to_plan(statement).await?;
         let planned = match plan {
             LogicalPlan::Dml(dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
-                Planned::Insert(ctx, LogicalPlan::Dml(dml.clone()), dml)
+                Planned::Insert(ctx, dml)
             }
             LogicalPlan::Dml(dml) => {
                 return Err(FloeError::unimplemented(format!(
@@ -204,11 +202,11 @@ impl Engine {
                     plan.display()
                 )));
             }
-            plan => Planned::Query(Query {
+            plan => Planned::Query(Box::new(Query {
                 ctx,
                 plan,
                 local: uses_information_schema,
-            }),
+            })),
         };
         Ok((catalog, planned))
     }
@@ -218,8 +216,7 @@ impl Engine {
     async fn run_insert(
         &self,
         ctx: &Arc<SessionContext>,
-        plan: &LogicalPlan,
-        dml: &DmlStatement,
+        dml: DmlStatement,
         catalog: &StatementCatalog,
     ) -> Result<u64> {
         let provider = catalog
@@ -227,10 +224,11 @@ impl Engine {
             .ok_or_else(|| {
                 FloeError::internal(format!("INSERT target {} was not resolved", dml.table_name))
             })?;
+        let plan = LogicalPlan::Dml(dml);
         let result = self
-            .write_and_commit(ctx, plan, &provider)
+            .write_and_commit(ctx, &plan, &provider)
             .await
-            .map_err(|e| name_not_null_violation(e, dml));
+            .map_err(|e| name_not_null_violation(e, &plan));
         if result.is_err() {
             clean_up_failed_writes(
                 data_location(provider.table().metadata()),
@@ -286,8 +284,8 @@ fn clean_up_failed_writes(location: String, write_ids: Vec<String>) {
 }
 
 enum Planned {
-    Query(Query),
-    Insert(Arc<SessionContext>, LogicalPlan, DmlStatement),
+    Query(Box<Query>),
+    Insert(Arc<SessionContext>, DmlStatement),
 }
 
 /// The statement if Floe executes it as DDL itself.
@@ -308,7 +306,7 @@ fn as_ddl(statement: &DfStatement) -> Option<&Statement> {
 /// DataFusion types `INSERT … VALUES` rows with the table's nullability, so a NULL for
 /// a NOT NULL column fails inside Arrow naming the VALUES column (`column1`). Report it
 /// as the user's error, naming the table column.
-fn name_not_null_violation(error: FloeError, dml: &DmlStatement) -> FloeError {
+fn name_not_null_violation(error: FloeError, plan: &LogicalPlan) -> FloeError {
     const MARK: &str = "is declared as non-nullable but contains null values";
     let Some(pos) = error.message.find(MARK) else {
         return error;
@@ -320,8 +318,8 @@ fn name_not_null_violation(error: FloeError, dml: &DmlStatement) -> FloeError {
     else {
         return error;
     };
-    let column = match dml.input.as_ref() {
-        LogicalPlan::Projection(projection) => projection
+    let column = match plan.inputs().first() {
+        Some(LogicalPlan::Projection(projection)) => projection
             .expr
             .iter()
             .zip(projection.schema.fields())

@@ -84,7 +84,12 @@ pub async fn commit_append(
         .with_check_duplicate(false)
         .add_data_files(data_files)
         .apply(tx)?;
-    tx.commit(catalog).await?;
+    if let Err(e) = tx.commit(catalog).await {
+        // The commit may have landed even though the call failed (a lost response):
+        // the write id in the snapshot summary tells.
+        let table = catalog.load_table(planned.identifier()).await?;
+        return rows_of_committed_write(&table, write_id).ok_or(e.into());
+    }
     Ok(rows)
 }
 
