@@ -31,6 +31,7 @@ def cluster(tmp_path):
                 ],
                 tmp_path / f"executor{i}.log",
                 wait_port=port,
+                env={"RUST_LOG": "info,floe::scan=debug"},
             )
         )
     yield server, executors

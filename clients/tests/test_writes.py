@@ -213,3 +213,18 @@ def test_insert_from_a_table_function(cur, schema):
     assert query(cur, f"SELECT count(*) AS c, sum(n) AS s FROM {schema}.series").to_pylist() == [
         {"c": 5000, "s": 5000 * 5001 // 2}
     ]
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_updates_sent_as_updates_report_their_row_count(conn, cur, schema, prepared):
+    """The JDBC-style path: DoPut with CommandStatementUpdate / CommandPreparedStatementUpdate."""
+    cur.execute(f"CREATE TABLE {schema}.counted (a INT)")
+    statement = adbc_driver_manager.AdbcStatement(conn.adbc_connection)
+    try:
+        statement.set_sql_query(f"INSERT INTO {schema}.counted VALUES (1), (2), (3)")
+        if prepared:
+            statement.prepare()
+        assert statement.execute_update() == 3
+    finally:
+        statement.close()
+    assert query(cur, f"SELECT count(*) AS n FROM {schema}.counted").to_pylist() == [{"n": 3}]

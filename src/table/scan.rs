@@ -326,7 +326,7 @@ impl ExecutionPlan for IcebergScanExec {
             );
         };
         for task in &tasks {
-            tracing::info!(
+            tracing::debug!(
                 target: "floe::scan",
                 table = %self.parts.table,
                 partition,
