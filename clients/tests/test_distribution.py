@@ -69,6 +69,14 @@ def test_two_executors_share_the_files_and_read_each_once(cluster):
     assert sorted(reads) == table_files
     assert set(reads.values()) == {1}, "every file read exactly once"
 
+    # A filter is pushed into Iceberg planning: files whose id range cannot match are
+    # never read (ids below 1000 are all in the first file).
+    with server.connect() as conn, conn.cursor() as cur:
+        result = query(cur, "SELECT count(*) AS n FROM dist.events WHERE id < 1000 AND tag <> 'x'")
+    assert result.to_pylist() == [{"n": ROWS_PER_FILE}]
+    after = Counter(f for e in executors for f in files_read(e))
+    assert sum(after.values()) - sum(reads.values()) == 1
+
 
 def test_results_stream_from_remote_executors(cluster):
     server, _ = cluster

@@ -151,3 +151,12 @@ def test_show_tables_and_information_schema(cur, schema):
         f"WHERE table_schema = '{schema}' AND table_name = 'listed'",
     ).to_pylist()
     assert columns == [{"column_name": "a", "data_type": "Int32"}]
+
+
+def test_view_types_reach_clients_as_plain_strings_and_binaries(cur):
+    table = query(
+        cur,
+        "SELECT arrow_cast('abc', 'Utf8View') AS s, arrow_cast(arrow_cast('xy', 'Binary'), 'BinaryView') AS b",
+    )
+    assert table.schema.types == [pa.string(), pa.binary()]
+    assert table.to_pylist() == [{"s": "abc", "b": b"xy"}]
