@@ -14,6 +14,8 @@ pub enum ErrorKind {
     AlreadyExists,
     Unimplemented,
     Cancelled,
+    /// The server cannot take the statement now (it is shutting down).
+    Unavailable,
     Internal,
 }
 

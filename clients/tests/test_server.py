@@ -2,9 +2,12 @@
 catalogs made by older pyiceberg versions."""
 
 import sqlite3
+import threading
+import time
 import subprocess
 
 import adbc_driver_flightsql.dbapi as flight_sql
+import pytest
 import pyarrow.flight as flight
 
 from conftest import FLOE_BIN, Server, query
@@ -97,3 +100,30 @@ def test_memory_catalog_serves_tables_for_the_process_lifetime(tmp_path):
         assert not (tmp_path / "data" / "catalog.db").exists()
     finally:
         srv.stop()
+
+
+# The client's statement handle outlives the server it belongs to.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_sigterm_during_an_insert_fails_it_cleanly(tmp_path):
+    srv = Server(tmp_path / "data")
+    outcome = {}
+
+    def long_insert():
+        with srv.connect() as conn:
+            cur = conn.cursor()
+            try:
+                cur.execute("INSERT INTO default.big SELECT value FROM generate_series(1, 200000000)")
+                outcome["rows"] = cur.fetch_arrow_table().to_pylist()
+            except Exception as e:  # noqa: BLE001 - the error is what the test checks
+                outcome["error"] = str(e)
+
+    with srv.connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE default.big (id BIGINT)")
+    worker = threading.Thread(target=long_insert)
+    worker.start()
+    time.sleep(2)
+    assert srv.stop() == 0
+    worker.join(60)
+    assert "shutting down" in outcome.get("error", ""), outcome
+    assert not list((tmp_path / "data" / "warehouse").rglob("*.parquet"))
+    assert srv.pyiceberg().load_table("default.big").snapshots() == []

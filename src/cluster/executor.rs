@@ -9,6 +9,7 @@ use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use datafusion::functions_nested::all_default_nested_functions;
+use tokio::task::JoinHandle;
 
 use super::MAX_MESSAGE_SIZE;
 use crate::codec::FloePhysicalCodec;
@@ -62,8 +63,9 @@ pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
         .map_err(|e| FloeError::internal(format!("executor stopped: {e}")))
 }
 
-/// Starts an in-process executor on free loopback ports.
-pub fn spawn_local_executor(scheduler: SocketAddr, slots: usize) -> Result<()> {
+/// Starts an in-process executor on free loopback ports; it runs until SIGINT/SIGTERM,
+/// then finishes (or drops) its running tasks and ends.
+pub fn spawn_local_executor(scheduler: SocketAddr, slots: usize) -> Result<JoinHandle<()>> {
     let options = ExecutorOptions {
         scheduler_host: scheduler_host(scheduler),
         scheduler_port: scheduler.port(),
@@ -71,12 +73,11 @@ pub fn spawn_local_executor(scheduler: SocketAddr, slots: usize) -> Result<()> {
         grpc_port: free_port()?,
         slots,
     };
-    tokio::spawn(async move {
+    Ok(tokio::spawn(async move {
         if let Err(e) = run_executor(options).await {
             tracing::error!("in-process executor: {e}");
         }
-    });
-    Ok(())
+    }))
 }
 
 /// Executors reach a scheduler that listens on all interfaces through loopback.

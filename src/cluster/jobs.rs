@@ -1,6 +1,8 @@
 //! Running a statement's plan as a Ballista job and reading what it produced.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ballista_core::client::BallistaClient;
@@ -33,6 +35,9 @@ impl Cluster {
         plan: &LogicalPlan,
         name: &str,
     ) -> Result<JobOutput> {
+        if self.jobs.stopping.load(Ordering::SeqCst) {
+            return Err(shutting_down());
+        }
         // The scheduler drops status updates when the channel is full: keep it roomy,
         // and ask the task manager when the channel closes without a final status.
         let (tx, mut rx) = mpsc::channel::<JobStatus>(1024);
@@ -41,8 +46,10 @@ impl Cluster {
             .submit_job(name, ctx.clone(), plan, Some(tx))
             .await
             .map_err(|e| FloeError::internal(format!("submitting the job: {e}")))?;
+        self.jobs.add(&job_id);
         let mut guard = CancelOnDrop {
             scheduler: self.scheduler.clone(),
+            jobs: self.jobs.clone(),
             job_id: Some(job_id.clone()),
         };
         let mut status = None;
@@ -56,6 +63,12 @@ impl Cluster {
             status = self.job_status(&job_id).await?;
         }
         guard.job_id = None;
+        self.jobs.remove(&job_id);
+        if self.jobs.stopping.load(Ordering::SeqCst)
+            && !matches!(status, Some(job_status::Status::Successful(_)))
+        {
+            return Err(shutting_down());
+        }
         match status {
             Some(job_status::Status::Successful(job)) => {
                 let mut locations = job.partition_location;
@@ -66,6 +79,16 @@ impl Cluster {
             _ => Err(FloeError::internal(format!(
                 "job {job_id} ended without a status"
             ))),
+        }
+    }
+
+    /// Refuses new jobs and cancels the running ones: used on shutdown, when the
+    /// in-process executors stop too, so in-flight statements fail cleanly instead of
+    /// waiting for executors that will not come back.
+    pub fn cancel_all_jobs(&self) {
+        self.jobs.stopping.store(true, Ordering::SeqCst);
+        for job_id in self.jobs.running() {
+            tokio::spawn(cancel_until_final(self.scheduler.clone(), job_id));
         }
     }
 
@@ -101,35 +124,73 @@ fn job_error(message: &str) -> FloeError {
     FloeError::new(kind, message.trim().to_string())
 }
 
+fn shutting_down() -> FloeError {
+    FloeError::new(
+        ErrorKind::Unavailable,
+        "the server is shutting down; the statement was cancelled",
+    )
+}
+
+/// The jobs statements are waiting for.
+#[derive(Default)]
+pub(super) struct ActiveJobs {
+    running: Mutex<HashSet<String>>,
+    stopping: AtomicBool,
+}
+
+impl ActiveJobs {
+    fn add(&self, job_id: &str) {
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(job_id.to_string());
+        }
+    }
+
+    fn remove(&self, job_id: &str) {
+        if let Ok(mut running) = self.running.lock() {
+            running.remove(job_id);
+        }
+    }
+
+    fn running(&self) -> Vec<String> {
+        self.running
+            .lock()
+            .map(|r| r.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
 /// Cancels the job if the statement is dropped (client gone, deadline) before the job
-/// finished. A cancel posted while the job is still being planned can be lost in
-/// Ballista 53, so it is re-posted until the job is final.
+/// finished.
 struct CancelOnDrop {
     scheduler: Scheduler,
+    jobs: Arc<ActiveJobs>,
     job_id: Option<String>,
 }
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        let Some(job_id) = self.job_id.take() else {
+        if let Some(job_id) = self.job_id.take() {
+            self.jobs.remove(&job_id);
+            tokio::spawn(cancel_until_final(self.scheduler.clone(), job_id));
+        }
+    }
+}
+
+/// A cancel posted while the job is still being planned can be lost in Ballista 53,
+/// so it is re-posted until the job is final.
+async fn cancel_until_final(scheduler: Scheduler, job_id: String) {
+    for _ in 0..500 {
+        if scheduler.cancel_job(job_id.clone()).await.is_err() {
             return;
-        };
-        let scheduler = self.scheduler.clone();
-        tokio::spawn(async move {
-            for _ in 0..500 {
-                if scheduler.cancel_job(job_id.clone()).await.is_err() {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                let status = scheduler.state.task_manager.get_job_status(&job_id).await;
-                if let Ok(Some(status)) = status
-                    && is_final(&status.status)
-                {
-                    tracing::info!(job_id, "cancelled job");
-                    return;
-                }
-            }
-        });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let status = scheduler.state.task_manager.get_job_status(&job_id).await;
+        if let Ok(Some(status)) = status
+            && is_final(&status.status)
+        {
+            tracing::info!(job_id, "cancelled job");
+            return;
+        }
     }
 }
 

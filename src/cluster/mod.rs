@@ -39,6 +39,7 @@ pub const MAX_MESSAGE_SIZE: usize = 64 * 1024 * 1024;
 #[derive(Clone)]
 pub struct Cluster {
     scheduler: Scheduler,
+    jobs: Arc<jobs::ActiveJobs>,
     config: Arc<dyn Fn() -> SessionConfig + Send + Sync>,
 }
 
@@ -104,7 +105,11 @@ impl Cluster {
                 tracing::error!("scheduler service stopped: {e}");
             }
         });
-        Ok(Self { scheduler, config })
+        Ok(Self {
+            scheduler,
+            jobs: Arc::default(),
+            config,
+        })
     }
 
     /// Waits until at least `n` executors are registered.

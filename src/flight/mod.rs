@@ -117,6 +117,7 @@ pub fn status(e: FloeError) -> Status {
         ErrorKind::AlreadyExists => Status::already_exists(message),
         ErrorKind::Unimplemented => Status::unimplemented(message),
         ErrorKind::Cancelled => Status::cancelled(message),
+        ErrorKind::Unavailable => Status::unavailable(message),
         ErrorKind::Internal => Status::internal(message),
     }
 }
