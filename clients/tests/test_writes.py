@@ -228,3 +228,13 @@ def test_updates_sent_as_updates_report_their_row_count(conn, cur, schema, prepa
     finally:
         statement.close()
     assert query(cur, f"SELECT count(*) AS n FROM {schema}.counted").to_pylist() == [{"n": 3}]
+
+
+def test_explain_of_an_insert_writes_nothing(server, cur, catalog, schema):
+    cur.execute(f"CREATE TABLE {schema}.explained (a INT)")
+    plan = query(cur, f"EXPLAIN INSERT INTO {schema}.explained VALUES (1)").to_pylist()
+    assert any("IcebergWriteExec" in row["plan"] for row in plan)
+    with pytest.raises(adbc_driver_manager.NotSupportedError):
+        cur.execute(f"EXPLAIN ANALYZE INSERT INTO {schema}.explained VALUES (1)")
+    assert snapshot_ids(catalog, schema, "explained") == []
+    assert data_files(server, schema, "explained") == []

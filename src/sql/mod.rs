@@ -196,6 +196,12 @@ impl Engine {
                     dml.op
                 )));
             }
+            // It would write files that nothing commits.
+            LogicalPlan::Analyze(analyze) if matches!(*analyze.input, LogicalPlan::Dml(_)) => {
+                return Err(FloeError::unimplemented(
+                    "EXPLAIN ANALYZE of INSERT is not supported",
+                ));
+            }
             LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) | LogicalPlan::Copy(_) => {
                 return Err(FloeError::unimplemented(format!(
                     "statement not supported: {}",
