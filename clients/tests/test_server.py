@@ -121,7 +121,12 @@ def test_sigterm_during_an_insert_fails_it_cleanly(tmp_path):
         cur.execute("CREATE TABLE default.big (id BIGINT)")
     worker = threading.Thread(target=long_insert)
     worker.start()
-    time.sleep(2)
+    # Signal once the write is under way (its first data file exists).
+    table_dir = tmp_path / "data" / "warehouse" / "default" / "big"
+    deadline = time.time() + 60
+    while not list(table_dir.rglob("*.parquet")) and time.time() < deadline:
+        time.sleep(0.05)
+    assert list(table_dir.rglob("*.parquet")), "the INSERT never started writing"
     assert srv.stop() == 0
     worker.join(60)
     assert "shutting down" in outcome.get("error", ""), outcome
