@@ -63,13 +63,10 @@ pub async fn commit_append(
     if metadata.current_schema_id() != planned.metadata().current_schema_id()
         || metadata.default_partition_spec_id() != planned.metadata().default_partition_spec_id()
     {
-        return Err(FloeError::new(
-            crate::error::ErrorKind::Internal,
-            format!(
-                "table {} changed its schema or partitioning while the INSERT ran; nothing was committed",
-                planned.identifier()
-            ),
-        ));
+        return Err(FloeError::internal(format!(
+            "table {} changed its schema or partitioning while the INSERT ran; nothing was committed",
+            planned.identifier()
+        )));
     }
     let data_files = decode(&table, files)?;
     let rows = data_files.iter().map(DataFile::record_count).sum();
