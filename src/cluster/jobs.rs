@@ -20,21 +20,16 @@ use tokio::sync::mpsc;
 use super::{Cluster, MAX_MESSAGE_SIZE, Scheduler};
 use crate::error::{ErrorKind, FloeError, Result};
 
-/// Where a finished job's result partitions are, in partition order.
-pub struct JobOutput {
-    pub job_id: String,
-    pub locations: Vec<PartitionLocation>,
-}
-
 impl Cluster {
-    /// Submits `plan` (planned on `ctx`) and waits for the job to finish. Dropping the
-    /// returned future cancels the job.
+    /// Submits `plan` (planned on `ctx`) and waits for the job to finish; returns where
+    /// its result partitions are, in partition order. Dropping the returned future
+    /// cancels the job.
     pub async fn run_job(
         &self,
         ctx: &Arc<SessionContext>,
         plan: &LogicalPlan,
         name: &str,
-    ) -> Result<JobOutput> {
+    ) -> Result<Vec<PartitionLocation>> {
         if self.jobs.stopping.load(Ordering::SeqCst) {
             return Err(shutting_down());
         }
@@ -47,6 +42,10 @@ impl Cluster {
             .await
             .map_err(|e| FloeError::internal(format!("submitting the job: {e}")))?;
         self.jobs.add(&job_id);
+        if self.jobs.stopping.load(Ordering::SeqCst) {
+            // Shutdown began while the job was being submitted.
+            tokio::spawn(cancel_until_final(self.scheduler.clone(), job_id.clone()));
+        }
         let mut guard = CancelOnDrop {
             scheduler: self.scheduler.clone(),
             jobs: self.jobs.clone(),
@@ -73,7 +72,7 @@ impl Cluster {
             Some(job_status::Status::Successful(job)) => {
                 let mut locations = job.partition_location;
                 locations.sort_by_key(|l| l.partition_id.as_ref().map(|p| p.partition_id));
-                Ok(JobOutput { job_id, locations })
+                Ok(locations)
             }
             Some(job_status::Status::Failed(failed)) => Err(job_error(&failed.error)),
             _ => Err(FloeError::internal(format!(

@@ -24,7 +24,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
 pub use executor::{ExecutorOptions, run_executor, spawn_local_executor};
-pub use jobs::{JobOutput, fetch_results};
+pub use jobs::fetch_results;
 
 use crate::catalog::DEFAULT_NAMESPACE;
 use crate::codec::FloePhysicalCodec;

@@ -132,11 +132,11 @@ impl Engine {
             let frame = query.ctx.execute_logical_plan(query.plan).await?;
             return Ok(frame.execute_stream().await?);
         }
-        let output = self
+        let locations = self
             .cluster
             .run_job(&query.ctx, &query.plan, "query")
             .await?;
-        Ok(fetch_results(schema, output.locations))
+        Ok(fetch_results(schema, locations))
     }
 
     async fn execute_ddl(&self, ddl: &Statement, parsed: &ParsedStatement) -> Result<()> {
@@ -250,8 +250,8 @@ impl Engine {
         plan: &LogicalPlan,
         provider: &IcebergTableProvider,
     ) -> Result<u64> {
-        let output = self.cluster.run_job(ctx, plan, "insert").await?;
-        let batches: Vec<RecordBatch> = fetch_results(descriptor_schema(), output.locations)
+        let locations = self.cluster.run_job(ctx, plan, "insert").await?;
+        let batches: Vec<RecordBatch> = fetch_results(descriptor_schema(), locations)
             .try_collect()
             .await?;
         let files = written_files(&batches)?;

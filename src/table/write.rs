@@ -111,10 +111,6 @@ impl IcebergWriteExec {
             properties,
         })
     }
-
-    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
-        &self.input
-    }
 }
 
 impl DisplayAs for IcebergWriteExec {
