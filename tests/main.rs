@@ -5,6 +5,7 @@ mod codec;
 mod config;
 mod filter;
 mod grouping;
+mod scan;
 mod sql_parse;
 
 mod support;

@@ -239,7 +239,8 @@ impl Engine {
             clean_up_failed_writes(
                 data_location(provider.table().metadata()),
                 provider.planned_writes(),
-            );
+            )
+            .await;
         }
         result
     }
@@ -271,20 +272,25 @@ impl Engine {
 
 /// Deletes what the writes of a failed INSERT left behind. Tasks of a failed job that
 /// were still running when it failed may finish afterwards: look again later.
-fn clean_up_failed_writes(location: String, write_ids: Vec<String>) {
+async fn clean_up_failed_writes(location: String, write_ids: Vec<String>) {
+    // Directory walks are blocking I/O: keep them off the runtime's worker threads.
     let sweep = move || {
-        for write_id in &write_ids {
-            let deleted = delete_write_leftovers(&location, write_id);
-            if deleted > 0 {
-                tracing::info!(write_id, deleted, "removed the files of a failed write");
+        let (location, write_ids) = (location.clone(), write_ids.clone());
+        tokio::task::spawn_blocking(move || {
+            for write_id in &write_ids {
+                let deleted = delete_write_leftovers(&location, write_id);
+                if deleted > 0 {
+                    tracing::info!(write_id, deleted, "removed the files of a failed write");
+                }
             }
-        }
+        })
     };
-    sweep();
+    // Ignoring the join result: a sweep that panicked is retried by the next one.
+    let _ = sweep().await;
     tokio::spawn(async move {
         for seconds in [1, 5, 30] {
             tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
-            sweep();
+            let _ = sweep().await;
         }
     });
 }

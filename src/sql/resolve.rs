@@ -52,9 +52,10 @@ pub async fn resolve(
         .into_iter()
         .filter(|r| !(r.schema().is_none() && state.table_functions().contains_key(r.table())))
         .collect();
-    let uses_information_schema = references
+    let (info_schema, tables): (Vec<_>, Vec<_>) = references
         .iter()
-        .any(|r| r.schema() == Some(INFORMATION_SCHEMA));
+        .partition(|r| r.schema() == Some(INFORMATION_SCHEMA));
+    let uses_information_schema = !info_schema.is_empty();
 
     let mut namespaces: Vec<String> = if uses_information_schema {
         catalog
@@ -66,10 +67,7 @@ pub async fn resolve(
     } else {
         Vec::new()
     };
-    for reference in references
-        .iter()
-        .filter(|r| r.schema() != Some(INFORMATION_SCHEMA))
-    {
+    for reference in &tables {
         if let Some(name) = reference.catalog()
             && name != catalog_name
         {
@@ -106,10 +104,7 @@ pub async fn resolve(
     }
 
     // Load every referenced table now: a missing one is NOT_FOUND before planning.
-    for reference in references
-        .iter()
-        .filter(|r| r.schema() != Some(INFORMATION_SCHEMA))
-    {
+    for reference in &tables {
         let namespace = reference.schema().unwrap_or(default_namespace);
         let display = display_name(reference, namespace);
         let Some(schema) = schemas.get(namespace) else {
