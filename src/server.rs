@@ -25,9 +25,9 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
         target_partitions: config.target_partitions,
     })
     .await?;
-    let executors = (0..config.local_executors)
+    let executors: Vec<_> = (0..config.local_executors)
         .map(|_| spawn_local_executor(config.scheduler_addr, config.executor_slots))
-        .collect::<Result<Vec<_>>>()?;
+        .collect();
     cluster
         .wait_for_executors(config.local_executors, Duration::from_secs(60))
         .await?;
@@ -44,19 +44,22 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
     ));
     // The in-process executors stop on the same signal, so statements still waiting for
     // a job are cancelled (and fail cleanly) rather than left waiting.
+    let (cancelled_tx, cancelled_rx) = tokio::sync::oneshot::channel();
     let shutdown = async move {
         shutdown_signal().await;
-        cluster.cancel_all_jobs();
+        let _ = cancelled_tx.send(cluster.cancel_all_jobs());
     };
     crate::flight::serve(engine, config.flight_addr, shutdown).await?;
-    // Give the in-process executors a moment to wind down their cancelled tasks, so
-    // that what those tasks clean up on the way out is done before the process ends.
-    let wind_down = futures::future::join_all(executors);
-    if tokio::time::timeout(Duration::from_secs(3), wind_down)
-        .await
-        .is_err()
-    {
-        tracing::info!("in-process executors did not stop within 3s");
+    // Give the in-process executors a moment to wind down cancelled tasks, so that what
+    // those tasks clean up on the way out is done before the process ends.
+    if cancelled_rx.await.unwrap_or(0) > 0 {
+        let wind_down = futures::future::join_all(executors);
+        if tokio::time::timeout(Duration::from_secs(3), wind_down)
+            .await
+            .is_err()
+        {
+            tracing::info!("in-process executors did not stop within 3s");
+        }
     }
     tracing::info!("stopped");
     Ok(())

@@ -4,6 +4,7 @@
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
+use std::time::Duration;
 
 use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::registry::BallistaFunctionRegistry;
@@ -15,6 +16,7 @@ use super::MAX_MESSAGE_SIZE;
 use crate::codec::FloePhysicalCodec;
 use crate::error::{FloeError, Result};
 
+#[derive(Clone)]
 pub struct ExecutorOptions {
     /// Scheduler to register with (`HOST:PORT`).
     pub scheduler_host: String,
@@ -58,26 +60,48 @@ fn function_registry() -> BallistaFunctionRegistry {
 
 /// Runs an executor until SIGINT/SIGTERM.
 pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
-    start_executor_process(Arc::new(process_config(&options)))
-        .await
-        .map_err(|e| FloeError::internal(format!("executor stopped: {e}")))
+    run_executor_with(|| Ok(options.clone())).await
 }
+
+/// Runs an executor with the options `options` gives; asks again if registration is
+/// refused (a port taken meanwhile can be traded for a fresh one).
+async fn run_executor_with(options: impl Fn() -> Result<ExecutorOptions>) -> Result<()> {
+    let mut attempt = 1;
+    loop {
+        let config = Arc::new(process_config(&options()?));
+        match start_executor_process(config).await {
+            Ok(()) => return Ok(()),
+            // Ballista 53 registers before its task service listens, and the scheduler
+            // calls that service back at once: the first registration can be refused.
+            Err(e) if e.to_string().contains("registration") && attempt < REGISTRATION_ATTEMPTS => {
+                tracing::warn!(attempt, "executor registration refused, retrying: {e}");
+                tokio::time::sleep(Duration::from_millis(200 * attempt as u64)).await;
+                attempt += 1;
+            }
+            Err(e) => return Err(FloeError::internal(format!("executor stopped: {e}"))),
+        }
+    }
+}
+
+const REGISTRATION_ATTEMPTS: u32 = 5;
 
 /// Starts an in-process executor on free loopback ports; it runs until SIGINT/SIGTERM,
 /// then finishes (or drops) its running tasks and ends.
-pub fn spawn_local_executor(scheduler: SocketAddr, slots: usize) -> Result<JoinHandle<()>> {
-    let options = ExecutorOptions {
-        scheduler_host: scheduler_host(scheduler),
-        scheduler_port: scheduler.port(),
-        bind: SocketAddr::from(([127, 0, 0, 1], free_port()?)),
-        grpc_port: free_port()?,
-        slots,
+pub fn spawn_local_executor(scheduler: SocketAddr, slots: usize) -> JoinHandle<()> {
+    let options = move || {
+        Ok(ExecutorOptions {
+            scheduler_host: scheduler_host(scheduler),
+            scheduler_port: scheduler.port(),
+            bind: SocketAddr::from(([127, 0, 0, 1], free_port()?)),
+            grpc_port: free_port()?,
+            slots,
+        })
     };
-    Ok(tokio::spawn(async move {
-        if let Err(e) = run_executor(options).await {
+    tokio::spawn(async move {
+        if let Err(e) = run_executor_with(options).await {
             tracing::error!("in-process executor: {e}");
         }
-    }))
+    })
 }
 
 /// Executors reach a scheduler that listens on all interfaces through loopback.

@@ -84,11 +84,14 @@ impl Cluster {
     /// Refuses new jobs and cancels the running ones: used on shutdown, when the
     /// in-process executors stop too, so in-flight statements fail cleanly instead of
     /// waiting for executors that will not come back.
-    pub fn cancel_all_jobs(&self) {
+    /// Returns how many jobs it cancelled.
+    pub fn cancel_all_jobs(&self) -> usize {
         self.jobs.stopping.store(true, Ordering::SeqCst);
-        for job_id in self.jobs.running() {
-            tokio::spawn(cancel_until_final(self.scheduler.clone(), job_id));
+        let running = self.jobs.running();
+        for job_id in &running {
+            tokio::spawn(cancel_until_final(self.scheduler.clone(), job_id.clone()));
         }
+        running.len()
     }
 
     async fn job_status(&self, job_id: &str) -> Result<Option<job_status::Status>> {
