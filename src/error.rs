@@ -14,7 +14,13 @@ pub enum ErrorKind {
     AlreadyExists,
     Unimplemented,
     Cancelled,
-    /// The server cannot take the statement now (it is shutting down).
+    /// The statement lost a race it cannot win by itself (a commit conflict that
+    /// survived the retries, a schema change during a write): retrying it is safe.
+    Aborted,
+    /// A limit was reached (memory, held results); retrying later may work.
+    ResourceExhausted,
+    /// The server cannot take the statement now (it is shutting down, the catalog is
+    /// busy, or the outcome of a commit could not be learned).
     Unavailable,
     Internal,
 }
@@ -46,6 +52,12 @@ impl FloeError {
     }
     pub fn unimplemented(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Unimplemented, message)
+    }
+    pub fn aborted(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Aborted, message)
+    }
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unavailable, message)
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, message)

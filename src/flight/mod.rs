@@ -118,6 +118,8 @@ pub fn status(e: FloeError) -> Status {
         ErrorKind::AlreadyExists => Status::already_exists(message),
         ErrorKind::Unimplemented => Status::unimplemented(message),
         ErrorKind::Cancelled => Status::cancelled(message),
+        ErrorKind::Aborted => Status::aborted(message),
+        ErrorKind::ResourceExhausted => Status::resource_exhausted(message),
         ErrorKind::Unavailable => Status::unavailable(message),
         ErrorKind::Internal => Status::internal(message),
     }
