@@ -5,6 +5,7 @@
 //! `INVALID_ARGUMENT`, and so on. Messages never contain credentials: nothing that
 //! holds storage properties or catalog secrets is ever formatted into one.
 
+use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,27 +82,109 @@ impl From<iceberg::Error> for FloeError {
 impl From<DataFusionError> for FloeError {
     fn from(e: DataFusionError) -> Self {
         // Errors raised by Floe's own code travel through DataFusion wrapped as External.
-        if let Some(floe) = find_floe_error(&e) {
-            return floe;
+        if let Some(floe) = find_in_chain::<FloeError>(&e) {
+            return floe.clone();
         }
-        let kind = match e.find_root() {
-            DataFusionError::SQL(..)
-            | DataFusionError::Plan(_)
-            | DataFusionError::SchemaError(..)
-            | DataFusionError::Configuration(_) => ErrorKind::InvalidArgument,
-            DataFusionError::NotImplemented(_) => ErrorKind::Unimplemented,
-            _ => ErrorKind::Internal,
-        };
-        Self::new(kind, e.find_root().to_string())
+        let root = e.find_root();
+        Self::new(kind_of(root), root.to_string())
     }
 }
 
-fn find_floe_error(e: &DataFusionError) -> Option<FloeError> {
-    match e {
-        DataFusionError::External(inner) => inner.downcast_ref::<FloeError>().cloned(),
-        DataFusionError::Context(_, inner) => find_floe_error(inner),
-        DataFusionError::Shared(inner) => find_floe_error(inner),
-        _ => None,
+/// How a DataFusion error looks to the user. Errors in the user's data or SQL (a
+/// division by zero, a failed cast, an overflow) are theirs to fix.
+fn kind_of(root: &DataFusionError) -> ErrorKind {
+    if let Some(arrow) = find_in_chain::<ArrowError>(root) {
+        return match arrow {
+            ArrowError::DivideByZero
+            | ArrowError::CastError(_)
+            | ArrowError::ParseError(_)
+            | ArrowError::ArithmeticOverflow(_) => ErrorKind::InvalidArgument,
+            ArrowError::NotYetImplemented(_) => ErrorKind::Unimplemented,
+            _ => ErrorKind::Internal,
+        };
+    }
+    match root {
+        DataFusionError::SQL(..)
+        | DataFusionError::Plan(_)
+        | DataFusionError::SchemaError(..)
+        | DataFusionError::Configuration(_) => ErrorKind::InvalidArgument,
+        DataFusionError::NotImplemented(_) => ErrorKind::Unimplemented,
+        DataFusionError::ResourcesExhausted(_) => ErrorKind::ResourceExhausted,
+        _ => ErrorKind::Internal,
+    }
+}
+
+/// The first error of type `T` in `e`'s source chain, `e` included.
+fn find_in_chain<'a, T: std::error::Error + 'static>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    let mut current = Some(e);
+    while let Some(error) = current {
+        if let Some(found) = error.downcast_ref::<T>() {
+            return Some(found);
+        }
+        current = error.source();
+    }
+    None
+}
+
+/// Ballista carries a failed task's error to the scheduler as text (its `Debug`
+/// form). Executors report a Floe error as a marker inside that text, so its kind
+/// survives the trip: `[floe-error KIND HEX-MESSAGE]`.
+const REPORT_OPEN: &str = "[floe-error ";
+
+impl FloeError {
+    /// The error as executors report it; see [`FloeError::from_task_report`].
+    pub fn task_report(&self) -> String {
+        let hex: String = self.message.bytes().map(|b| format!("{b:02x}")).collect();
+        format!("{REPORT_OPEN}{} {hex}]", self.kind.name())
+    }
+
+    /// The error an executor reported inside `text`, if it reported one.
+    pub fn from_task_report(text: &str) -> Option<Self> {
+        let rest = &text[text.find(REPORT_OPEN)? + REPORT_OPEN.len()..];
+        let (kind, rest) = rest.split_once(' ')?;
+        let (hex, _) = rest.split_once(']')?;
+        let bytes = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+            .collect::<Option<Vec<u8>>>()?;
+        Some(Self::new(
+            ErrorKind::from_name(kind)?,
+            String::from_utf8_lossy(&bytes),
+        ))
+    }
+}
+
+impl ErrorKind {
+    const ALL: [ErrorKind; 9] = [
+        ErrorKind::InvalidArgument,
+        ErrorKind::NotFound,
+        ErrorKind::AlreadyExists,
+        ErrorKind::Unimplemented,
+        ErrorKind::Cancelled,
+        ErrorKind::Aborted,
+        ErrorKind::ResourceExhausted,
+        ErrorKind::Unavailable,
+        ErrorKind::Internal,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArgument => "invalid_argument",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::AlreadyExists => "already_exists",
+            ErrorKind::Unimplemented => "unimplemented",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Aborted => "aborted",
+            ErrorKind::ResourceExhausted => "resource_exhausted",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Internal => "internal",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.name() == name)
     }
 }
 

@@ -3,8 +3,10 @@
 
 mod codec;
 mod config;
+mod errors;
 mod filter;
 mod grouping;
+mod results;
 mod scan;
 mod sql_parse;
 

@@ -1,35 +1,124 @@
-//! Parsing, including Spark/Iceberg's PARTITIONED BY transform list.
+//! Parsing in Floe's dialect: SQL text reaches the engine as written, and Floe's own
+//! CREATE TABLE clauses land in the statement.
 
+use datafusion::sql::parser::{DFParser, Statement};
+use datafusion::sql::sqlparser::ast::{CommentDef, CreateTableOptions, Statement as SqlStatement};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
 use floe::error::ErrorKind;
+use floe::sql::dialect::partition_fields;
+use floe::sql::like::{like_to_backslash, similar_to_backslash};
 use floe::sql::parse::parse;
 
+fn create_table(sql: &str) -> datafusion::sql::sqlparser::ast::CreateTable {
+    match parse(sql).expect("parses") {
+        Statement::Statement(s) => match *s {
+            SqlStatement::CreateTable(create) => create,
+            other => panic!("not CREATE TABLE: {other}"),
+        },
+        other => panic!("not a SQL statement: {other}"),
+    }
+}
+
+/// Statements without Floe syntax parse exactly as in the generic dialect: same AST,
+/// same text back.
 #[test]
-fn partition_clause_is_split_out() {
-    let parsed =
-        parse("CREATE TABLE t (id INT, ts TIMESTAMP) PARTITIONED BY (bucket(4, id), day(ts))")
-            .expect("parses");
-    let exprs = parsed.partitioned_by.expect("a partition clause");
-    assert_eq!(exprs.len(), 2);
-    assert_eq!(exprs[0].to_string(), "bucket(4, id)");
-    assert_eq!(exprs[1].to_string(), "day(ts)");
+fn statements_parse_as_in_the_generic_dialect() {
+    let corpus = [
+        "INSERT INTO t VALUES (1, 'O''Brien')",
+        "SELECT 'it''s'",
+        "SELECT * FROM t WHERE name = 'a'' OR ''1''=''1'",
+        r#"SELECT "we""ird" FROM "my ""table""""#,
+        "SELECT 'partitioned by (x)' AS \"PARTITIONED\" -- PARTITIONED BY (a)\n FROM t",
+        "SELECT /* PARTITIONED BY (a) */ 1",
+        "SELECT 'ünïcödé ✓ 漢字', \"列\" FROM \"表\"",
+        "SELECT E'tab\\there'",
+        "SELECT * FROM t WHERE s LIKE 'k!%%' ESCAPE '!'",
+        "CREATE TABLE t (a INT, b STRING)",
+        "CREATE TABLE t LIKE u",
+        "CREATE TABLE t (a INT) WITH (k = 'v')",
+        "CREATE SCHEMA IF NOT EXISTS s",
+        "DROP TABLE IF EXISTS s.t",
+        "EXPLAIN SELECT 1",
+        "WITH x AS (SELECT 1 AS a) SELECT a FROM x UNION ALL SELECT 2",
+        "SELECT 1;",
+    ];
+    for sql in corpus {
+        let generic = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})
+            .unwrap_or_else(|e| panic!("generic dialect rejects {sql:?}: {e}"));
+        let floe = parse(sql).unwrap_or_else(|e| panic!("Floe rejects {sql:?}: {e}"));
+        assert_eq!(generic.len(), 1, "{sql}");
+        assert_eq!(generic[0], floe, "{sql}");
+    }
+    let select = parse("SELECT 'O''Brien', \"a\"\"b\"").expect("parses");
+    assert_eq!(select.to_string(), "SELECT 'O''Brien', \"a\"\"b\"");
 }
 
 #[test]
-fn parentheses_inside_columns_do_not_confuse_the_split() {
-    let parsed = parse("CREATE TABLE t (d DECIMAL(10, 2)) PARTITIONED BY (d)").expect("parses");
-    assert_eq!(parsed.partitioned_by.expect("a partition clause").len(), 1);
-    assert!(parse("SELECT 1").expect("parses").partitioned_by.is_none());
+fn partition_clause_is_part_of_the_statement() {
+    let create = create_table(
+        "CREATE TABLE t (id INT, ts TIMESTAMP) PARTITIONED BY (bucket(4, id), day(ts))",
+    );
+    let fields = partition_fields(&create);
+    assert_eq!(fields.len(), 2);
+    assert_eq!(fields[0].to_string(), "bucket(4, id)");
+    assert_eq!(fields[1].to_string(), "day(ts)");
+    let create = create_table("CREATE TABLE t (d DECIMAL(10, 2), s STRING) PARTITION BY (d)");
+    assert_eq!(partition_fields(&create).len(), 1);
+    // A string that looks like the clause is a string.
+    let create = create_table("CREATE TABLE t (s STRING COMMENT 'PARTITIONED BY (s)')");
+    assert!(partition_fields(&create).is_empty());
+}
+
+#[test]
+fn floe_clauses_come_in_any_order() {
+    let create = create_table(
+        "CREATE TABLE IF NOT EXISTS s.t (a INT) COMMENT 'it''s' USING iceberg \
+         TBLPROPERTIES ('write.parquet.compression-codec' = 'zstd') \
+         LOCATION '/tmp/x' PARTITIONED BY (a)",
+    );
+    assert!(create.if_not_exists);
+    assert_eq!(create.location.as_deref(), Some("/tmp/x"));
+    let Some(CommentDef::WithoutEq(comment)) = &create.comment else {
+        panic!("a comment expected");
+    };
+    assert_eq!(comment, "it's");
+    let CreateTableOptions::TableProperties(properties) = &create.table_options else {
+        panic!("table properties expected");
+    };
+    assert_eq!(properties.len(), 1);
+    assert_eq!(partition_fields(&create).len(), 1);
 }
 
 #[test]
 fn malformed_sql_is_invalid_argument() {
-    let err = parse("SELEC 1").err().expect("an error");
-    assert_eq!(err.kind, ErrorKind::InvalidArgument);
-    assert!(err.message.contains("SELEC"), "{}", err.message);
-    let err = parse("SELECT 1; SELECT 2").err().expect("an error");
-    assert_eq!(err.kind, ErrorKind::InvalidArgument);
-    let err = parse("INSERT INTO t VALUES (1) PARTITIONED BY (a)")
-        .err()
-        .expect("an error");
-    assert_eq!(err.kind, ErrorKind::InvalidArgument);
+    for sql in [
+        "SELEC 1",
+        "SELECT 1; SELECT 2",
+        "",
+        " ; ",
+        "SELECT 'unterminated",
+        "INSERT INTO t VALUES (1) PARTITIONED BY (a)",
+        "CREATE TABLE t (a INT) PARTITIONED BY (a) PARTITIONED BY (a)",
+        "CREATE TABLE t (a INT) USING parquet",
+    ] {
+        let err = parse(sql).err().unwrap_or_else(|| panic!("{sql:?} parsed"));
+        assert_eq!(err.kind, ErrorKind::InvalidArgument, "{sql:?}: {err}");
+    }
+    assert!(
+        parse("SELEC 1")
+            .expect_err("an error")
+            .message
+            .contains("SELEC")
+    );
+}
+
+#[test]
+fn like_escapes_become_backslashes() {
+    assert_eq!(like_to_backslash("k!%%", '!'), Ok(r"k\%%".to_string()));
+    assert_eq!(like_to_backslash("a!_b_", '!'), Ok(r"a\_b_".to_string()));
+    assert_eq!(like_to_backslash("a!!b", '!'), Ok("a!b".to_string()));
+    assert_eq!(like_to_backslash(r"c:\d%", '!'), Ok(r"c:\\d%".to_string()));
+    assert_eq!(like_to_backslash("%%x%%", '%'), Ok(r"\%x\%".to_string()));
+    assert!(like_to_backslash("abc!", '!').is_err());
+    assert_eq!(similar_to_backslash("a#.b.", '#'), Ok(r"a\.b.".to_string()));
 }

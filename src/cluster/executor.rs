@@ -13,6 +13,7 @@ use datafusion::functions_nested::all_default_nested_functions;
 use tokio::task::JoinHandle;
 
 use super::MAX_MESSAGE_SIZE;
+use super::task_errors::ReportingEngine;
 use crate::codec::FloePhysicalCodec;
 use crate::error::{FloeError, Result};
 
@@ -44,6 +45,7 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
         grpc_max_encoding_message_size: MAX_MESSAGE_SIZE as u32,
         override_physical_codec: Some(Arc::new(FloePhysicalCodec::default())),
         override_function_registry: Some(Arc::new(function_registry())),
+        override_execution_engine: Some(Arc::new(ReportingEngine::default())),
         ..Default::default()
     }
 }

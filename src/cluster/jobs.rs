@@ -113,17 +113,16 @@ fn is_final(status: &Option<job_status::Status>) -> bool {
     )
 }
 
-/// Ballista reports task errors as text; recover the kinds users must see (a NULL in a
-/// NOT NULL column is the statement's fault, not the server's).
+/// A failed job's error: the one its executor reported, or Ballista's own.
 fn job_error(message: &str) -> FloeError {
-    let kind = if message.contains("NOT NULL column") {
-        ErrorKind::InvalidArgument
-    } else if message.contains("Cancelled") {
-        ErrorKind::Cancelled
-    } else {
-        ErrorKind::Internal
-    };
-    FloeError::new(kind, message.trim().to_string())
+    if let Some(error) = FloeError::from_task_report(message) {
+        return error;
+    }
+    // Ballista's whole message for a job cancelled through its scheduler.
+    if message == "Cancelled" {
+        return FloeError::new(ErrorKind::Cancelled, "the statement was cancelled");
+    }
+    FloeError::internal(message.trim().to_string())
 }
 
 fn shutting_down() -> FloeError {

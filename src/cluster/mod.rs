@@ -8,6 +8,7 @@
 
 mod executor;
 mod jobs;
+mod task_errors;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,6 +35,10 @@ type Scheduler = SchedulerServer<LogicalPlanNode, PhysicalPlanNode>;
 
 /// Largest gRPC message between coordinator and executors (stage plans carry file lists).
 pub const MAX_MESSAGE_SIZE: usize = 64 * 1024 * 1024;
+
+/// How long executors keep a finished job's results: a query's job runs when its
+/// result is fetched, and a slow client may take this long to read it all.
+pub const RESULT_RETENTION: Duration = Duration::from_secs(1800);
 
 /// The embedded scheduler and what statements need from it.
 #[derive(Clone)]
@@ -87,6 +92,7 @@ impl Cluster {
             override_config_producer: Some(config.clone()),
             override_session_builder: Some(Arc::new(session_builder)),
             override_physical_codec: Some(Arc::new(FloePhysicalCodec::default())),
+            finished_job_data_clean_up_interval_seconds: RESULT_RETENTION.as_secs(),
             ..Default::default()
         };
         let cluster = BallistaCluster::new_from_config(&scheduler_config)

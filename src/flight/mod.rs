@@ -1,7 +1,7 @@
 //! The Flight SQL service: handshake, ad hoc and prepared statements, updates, and
 //! results streamed batch by batch. What is not supported answers `UNIMPLEMENTED`.
 
-mod results;
+pub mod results;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -184,11 +184,10 @@ impl FlightSqlService for FloeFlightService {
         Response<<Self as arrow_flight::flight_service_server::FlightService>::DoGetStream>,
         Status,
     > {
-        let outcome = self.pending.take(&ticket.statement_handle).ok_or_else(|| {
-            Status::not_found(
-                "result not found: tickets are single-use and expire after 10 minutes",
-            )
-        })?;
+        let outcome = self
+            .pending
+            .take(&ticket.statement_handle)
+            .map_err(status)?;
         let (schema, batches) = match outcome {
             Outcome::Done { rows, .. } => {
                 let schema = rows.schema();

@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use datafusion::sql::sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder;
 use datafusion::sql::sqlparser::ast::{
-    ArrayElemTypeDef, ColumnDef, ColumnOption, CreateTable, DataType, ExactNumberInfo, Expr,
-    FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, SchemaName, StructField,
-    TimezoneInfo, Value,
+    ArrayElemTypeDef, ColumnDef, ColumnOption, CommentDef, CreateTable, CreateTableOptions,
+    DataType, ExactNumberInfo, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
+    ObjectName, SchemaName, SqlOption, StructField, TimezoneInfo, Value,
 };
 use iceberg::spec::{
     ListType, MapType, NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Transform,
@@ -15,6 +16,7 @@ use iceberg::spec::{
 };
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
 
+use super::dialect::partition_fields;
 use crate::error::{FloeError, Result};
 
 /// How a SQL object name maps onto the catalog: `[catalog.]namespace.table` or `table`.
@@ -89,8 +91,12 @@ pub async fn create_schema(
             namespace.to_url_string()
         )));
     }
-    catalog.create_namespace(&namespace, HashMap::new()).await?;
-    Ok(())
+    match catalog.create_namespace(&namespace, HashMap::new()).await {
+        Ok(_) => Ok(()),
+        // A concurrent CREATE SCHEMA IF NOT EXISTS won the race.
+        Err(_) if if_not_exists && catalog.namespace_exists(&namespace).await? => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub async fn drop_schemas(
@@ -152,18 +158,8 @@ pub async fn create_table(
     catalog: &dyn Catalog,
     names: &Names<'_>,
     create: &CreateTable,
-    partitioned_by: Option<&[Expr]>,
 ) -> Result<()> {
-    if create.query.is_some() {
-        return Err(FloeError::unimplemented(
-            "CREATE TABLE … AS SELECT is not supported yet",
-        ));
-    }
-    if create.or_replace {
-        return Err(FloeError::unimplemented(
-            "CREATE OR REPLACE TABLE is not supported yet",
-        ));
-    }
+    refuse_unhonoured_clauses(create)?;
     let ident = names.table(&create.name)?;
     if !catalog.namespace_exists(ident.namespace()).await? {
         return Err(FloeError::not_found(format!(
@@ -180,17 +176,128 @@ pub async fn create_table(
         )));
     }
     let schema = table_schema(&create.columns)?;
-    let spec = partition_spec(&schema, partitioned_by.unwrap_or_default())?;
+    let spec = partition_spec(&schema, partition_fields(create))?;
     let creation = TableCreation::builder()
         .name(ident.name().to_string())
         .schema(schema)
         .partition_spec(spec)
+        .location_opt(table_location(create)?)
+        .properties(table_properties(create)?)
         .build();
     match catalog.create_table(ident.namespace(), creation).await {
-        Err(e) if e.kind() == iceberg::ErrorKind::TableAlreadyExists && create.if_not_exists => {
-            Ok(())
+        Ok(_) => Ok(()),
+        // A concurrent CREATE … IF NOT EXISTS won the race: the table exists, as asked.
+        Err(_) if create.if_not_exists && catalog.table_exists(&ident).await? => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Refuses every clause of a parsed `CREATE TABLE` that Floe would otherwise drop
+/// silently. Floe honours the name, columns (NOT NULL, COMMENT), IF NOT EXISTS,
+/// PARTITIONED BY, LOCATION, COMMENT and TBLPROPERTIES/WITH.
+fn refuse_unhonoured_clauses(create: &CreateTable) -> Result<()> {
+    let named = [
+        (create.temporary, "TEMPORARY"),
+        (create.or_replace, "OR REPLACE"),
+        (create.external, "EXTERNAL"),
+        (
+            create.query.is_some(),
+            "AS query (CREATE TABLE … AS SELECT)",
+        ),
+        (create.like.is_some(), "LIKE"),
+        (create.clone.is_some(), "CLONE"),
+        (!create.constraints.is_empty(), "table constraints"),
+        (create.primary_key.is_some(), "PRIMARY KEY"),
+        (create.order_by.is_some(), "ORDER BY"),
+        (create.cluster_by.is_some(), "CLUSTER BY"),
+        (create.clustered_by.is_some(), "CLUSTERED BY"),
+    ];
+    if let Some((_, clause)) = named.iter().find(|(present, _)| *present) {
+        return Err(unhonoured(clause));
+    }
+    if let CreateTableOptions::Options(_) | CreateTableOptions::Plain(_) = create.table_options {
+        return Err(unhonoured(&create.table_options.to_string()));
+    }
+    // Whatever else the generic dialect accepts: reset what Floe honours and compare
+    // with a bare CREATE TABLE; any difference is a clause Floe would ignore.
+    let mut rest = create.clone();
+    rest.if_not_exists = false;
+    rest.columns.clear();
+    rest.location = None;
+    rest.comment = None;
+    rest.table_options = CreateTableOptions::None;
+    rest.partition_by = None;
+    let bare = CreateTableBuilder::new(create.name.clone()).build();
+    if rest != bare {
+        return Err(unhonoured(&rest.to_string()));
+    }
+    Ok(())
+}
+
+fn unhonoured(clause: &str) -> FloeError {
+    FloeError::unimplemented(format!("CREATE TABLE: {clause} is not supported"))
+}
+
+fn table_location(create: &CreateTable) -> Result<Option<String>> {
+    match &create.location {
+        Some(location) if !location.contains("://") && !location.starts_with('/') => {
+            Err(FloeError::invalid(format!(
+                "LOCATION '{location}': give an absolute path or a URI (file:///…, s3://…)"
+            )))
         }
-        other => other.map(|_| ()).map_err(Into::into),
+        location => Ok(location
+            .as_ref()
+            .map(|l| l.trim_end_matches('/').to_string())),
+    }
+}
+
+/// Table properties from TBLPROPERTIES/WITH, plus `comment` from COMMENT.
+fn table_properties(create: &CreateTable) -> Result<HashMap<String, String>> {
+    let options = match &create.table_options {
+        CreateTableOptions::With(options) | CreateTableOptions::TableProperties(options) => {
+            options.as_slice()
+        }
+        _ => &[],
+    };
+    let mut properties = HashMap::new();
+    for option in options {
+        let SqlOption::KeyValue { key, value } = option else {
+            return Err(FloeError::invalid(format!(
+                "table property {option}: expected 'key' = 'value'"
+            )));
+        };
+        let value = property_value(value).ok_or_else(|| {
+            FloeError::invalid(format!(
+                "table property {key}: value {value} is not a string, number or boolean"
+            ))
+        })?;
+        if key.value == FORMAT_VERSION && value != "2" {
+            return Err(FloeError::unimplemented(format!(
+                "table property {FORMAT_VERSION} = {value}: Floe creates format version 2 tables"
+            )));
+        }
+        properties.insert(key.value.clone(), value);
+    }
+    properties.remove(FORMAT_VERSION);
+    if let Some(comment) = &create.comment {
+        let (CommentDef::WithEq(text) | CommentDef::WithoutEq(text)) = comment;
+        properties.insert("comment".to_string(), text.clone());
+    }
+    Ok(properties)
+}
+
+const FORMAT_VERSION: &str = "format-version";
+
+fn property_value(value: &Expr) -> Option<String> {
+    match value {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Some(s.clone()),
+            Value::Number(n, _) => Some(n.clone()),
+            Value::Boolean(b) => Some(b.to_string()),
+            _ => None,
+        },
+        Expr::Identifier(ident) => Some(ident.value.clone()),
+        _ => None,
     }
 }
 
@@ -211,34 +318,44 @@ pub fn table_schema(columns: &[ColumnDef]) -> Result<Schema> {
     let mut ids = FieldIds(0);
     let mut fields = Vec::with_capacity(columns.len());
     for column in columns {
-        let required = column_required(column)?;
+        let ColumnOptions { required, doc } = column_options(column)?;
         let id = ids.next();
         let ty = iceberg_type(&column.data_type, &mut ids)?;
-        fields.push(Arc::new(NestedField::new(
-            id,
-            normalize(&column.name),
-            ty,
-            required,
-        )));
+        let field = NestedField::new(id, normalize(&column.name), ty, required);
+        fields.push(Arc::new(match doc {
+            Some(doc) => field.with_doc(doc),
+            None => field,
+        }));
     }
     Ok(Schema::builder().with_fields(fields).build()?)
 }
 
-fn column_required(column: &ColumnDef) -> Result<bool> {
-    let mut required = false;
+struct ColumnOptions {
+    required: bool,
+    doc: Option<String>,
+}
+
+/// NOT NULL / NULL and COMMENT; any other column option (DEFAULT, PRIMARY KEY, CHECK,
+/// …) would be ignored, so it is refused.
+fn column_options(column: &ColumnDef) -> Result<ColumnOptions> {
+    let mut options = ColumnOptions {
+        required: false,
+        doc: None,
+    };
     for option in &column.options {
         match &option.option {
-            ColumnOption::NotNull => required = true,
-            ColumnOption::Null => required = false,
+            ColumnOption::NotNull => options.required = true,
+            ColumnOption::Null => options.required = false,
+            ColumnOption::Comment(text) => options.doc = Some(text.clone()),
             other => {
-                return Err(FloeError::invalid(format!(
-                    "column '{}': option {other} is not supported",
+                return Err(FloeError::unimplemented(format!(
+                    "CREATE TABLE: column '{}': {other} is not supported",
                     column.name
                 )));
             }
         }
     }
-    Ok(required)
+    Ok(options)
 }
 
 /// The Iceberg type of a SQL type. Nested types: `STRUCT<a INT, b STRING>`,
@@ -287,8 +404,7 @@ fn iceberg_type(data_type: &DataType, ids: &mut FieldIds) -> Result<Type> {
             match (precision.unwrap_or(6) > 6, with_tz) {
                 (false, false) => primitive(P::Timestamp),
                 (false, true) => primitive(P::Timestamptz),
-                (true, false) => primitive(P::TimestampNs),
-                (true, true) => primitive(P::TimestamptzNs),
+                (true, _) => nanosecond_timestamps(data_type),
             }
         }
         DataType::TimestampNtz(_) => primitive(P::Timestamp),
@@ -311,8 +427,7 @@ fn iceberg_type(data_type: &DataType, ids: &mut FieldIds) -> Result<Type> {
             match name.to_string().to_lowercase().as_str() {
                 "long" => primitive(P::Long),
                 "timestamptz" => primitive(P::Timestamptz),
-                "timestamp_ns" => primitive(P::TimestampNs),
-                "timestamptz_ns" => primitive(P::TimestamptzNs),
+                "timestamp_ns" | "timestamptz_ns" => nanosecond_timestamps(data_type),
                 _ => unsupported(data_type),
             }
         }
@@ -368,6 +483,14 @@ fn struct_fields(fields: &[StructField], ids: &mut FieldIds) -> Result<Vec<Neste
         .collect()
 }
 
+/// Iceberg has nanosecond timestamps from format version 3 on; Floe creates version 2.
+fn nanosecond_timestamps<T>(data_type: &DataType) -> Result<T> {
+    Err(FloeError::unimplemented(format!(
+        "type {data_type}: nanosecond timestamps need Iceberg format version 3, and Floe \
+         creates format version 2 tables; use TIMESTAMP (microseconds)"
+    )))
+}
+
 fn unsupported<T>(data_type: &DataType) -> Result<T> {
     Err(FloeError::invalid(format!(
         "type {data_type} is not supported by Iceberg tables"
@@ -395,6 +518,13 @@ pub fn partition_spec(schema: &Schema, exprs: &[Expr]) -> Result<UnboundPartitio
             Transform::Hour => format!("{column}_hour"),
             _ => unreachable!("transform_of only returns the transforms above"),
         };
+        if matches!(transform, Transform::Truncate(_))
+            && *field.field_type == Type::Primitive(PrimitiveType::Binary)
+        {
+            return Err(FloeError::unimplemented(format!(
+                "PARTITIONED BY: truncate on binary column '{column}' is not supported yet"
+            )));
+        }
         if transform.result_type(&field.field_type).is_err() {
             return Err(FloeError::invalid(format!(
                 "PARTITIONED BY: {transform} cannot be applied to column '{column}' of type {}",

@@ -3,6 +3,8 @@
 //! committed here, once.
 
 pub mod ddl;
+pub mod dialect;
+pub mod like;
 pub mod parse;
 pub mod resolve;
 
@@ -29,7 +31,7 @@ use crate::table::data_location;
 use crate::table::provider::IcebergTableProvider;
 use crate::table::write::descriptor_schema;
 use ddl::Names;
-use parse::{ParsedStatement, parse};
+use parse::parse;
 use resolve::{Resolution, StatementCatalog, resolve};
 
 /// Runs SQL statements against one Iceberg catalog on one cluster.
@@ -87,11 +89,11 @@ impl Engine {
 
     /// Classifies a statement without running it (queries are planned for their schema).
     pub async fn prepare(&self, sql: &str) -> Result<StatementKind> {
-        let parsed = parse(sql)?;
-        if as_ddl(&parsed.statement).is_some() {
+        let statement = parse(sql)?;
+        if as_ddl(&statement).is_some() {
             return Ok(StatementKind::Update);
         }
-        match self.plan(parsed.statement).await? {
+        match self.plan(statement).await? {
             (_, Planned::Query(query)) => Ok(StatementKind::Query(query.schema())),
             (_, Planned::Insert(..)) => Ok(StatementKind::Update),
         }
@@ -99,15 +101,15 @@ impl Engine {
 
     /// Runs DDL and INSERT to completion; plans queries (run them with [`Self::run_query`]).
     pub async fn execute(&self, sql: &str) -> Result<Outcome> {
-        let parsed = parse(sql)?;
-        if let Some(ddl) = as_ddl(&parsed.statement) {
-            self.execute_ddl(ddl, &parsed).await?;
+        let statement = parse(sql)?;
+        if let Some(ddl) = as_ddl(&statement) {
+            self.execute_ddl(ddl).await?;
             return Ok(Outcome::Done {
                 rows: RecordBatch::new_empty(Arc::new(Schema::empty())),
                 affected: 0,
             });
         }
-        match self.plan(parsed.statement).await? {
+        match self.plan(statement).await? {
             (_, Planned::Query(query)) => Ok(Outcome::Query(query)),
             (catalog, Planned::Insert(ctx, dml)) => {
                 // A write runs to its end (commit, or clean-up) even if the client goes
@@ -139,7 +141,7 @@ impl Engine {
         Ok(fetch_results(schema, locations))
     }
 
-    async fn execute_ddl(&self, ddl: &Statement, parsed: &ParsedStatement) -> Result<()> {
+    async fn execute_ddl(&self, ddl: &Statement) -> Result<()> {
         let catalog = self.catalog.as_ref();
         let names = self.names();
         match ddl {
@@ -148,9 +150,7 @@ impl Engine {
                 if_not_exists,
                 ..
             } => ddl::create_schema(catalog, &names, schema_name, *if_not_exists).await,
-            Statement::CreateTable(create) => {
-                ddl::create_table(catalog, &names, create, parsed.partitioned_by.as_deref()).await
-            }
+            Statement::CreateTable(create) => ddl::create_table(catalog, &names, create).await,
             Statement::Drop {
                 object_type: ObjectType::Schema,
                 if_exists,
@@ -185,7 +185,13 @@ impl Engine {
         )
         .await?;
         ctx.register_catalog(&self.catalog_name, catalog.clone());
-        let plan = ctx.state().statement_to_plan(statement).await?;
+        let plan = like::rewrite_escapes(ctx.state().statement_to_plan(statement).await?)?;
+        if !matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_)) {
+            // Ballista optimizes a job again on its scheduler, but reports failures there
+            // only as text: failing here keeps the error's kind (a constant 1/0 is the
+            // user's error, not the server's).
+            ctx.state().optimize(&plan)?;
+        }
         let planned = match plan {
             LogicalPlan::Dml(dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
                 Planned::Insert(ctx, dml)

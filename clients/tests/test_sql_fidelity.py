@@ -1,0 +1,153 @@
+"""SQL text reaches the engine as written, LIKE escapes work, errors carry a status a
+client can act on, and DDL does what it says or refuses."""
+
+import threading
+
+import adbc_driver_manager
+import pyarrow as pa
+import pyarrow.flight as flight
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import query
+from floe_flight import _SQL_PREFIX, _length_delimited
+
+
+def fails(cur, sql, *fragments):
+    with pytest.raises(adbc_driver_manager.Error) as err:
+        cur.execute(sql)
+        cur.fetch_arrow_table()
+    for fragment in fragments:
+        assert fragment in str(err.value), str(err.value)
+    return str(err.value)
+
+
+def test_quotes_survive_to_the_engine(cur, catalog, schema):
+    table = schema + '."odd ""name"""'
+    cur.execute(f'CREATE TABLE {table} (id INT, "it""s" STRING)')
+    cur.execute(f"INSERT INTO {table} VALUES (1, 'O''Brien'), (2, 'a'' OR ''1''=''1')")
+    cur.execute(f"INSERT INTO {table} VALUES (3, 'PARTITIONED BY (id) -- no comment'), (4, 'ünï ✓ 漢字')")
+    assert query(cur, "SELECT 'it''s' AS s").to_pylist() == [{"s": "it's"}]
+    rows = query(cur, f'SELECT id, "it""s" AS v FROM {table} ORDER BY id').to_pylist()
+    assert [r["v"] for r in rows] == [
+        "O'Brien", "a' OR '1'='1", "PARTITIONED BY (id) -- no comment", "ünï ✓ 漢字",
+    ]
+    # The injection-shaped literal is one string: it matches one row, not every row.
+    matched = query(cur, f"""SELECT id FROM {table} WHERE "it""s" = 'a'' OR ''1''=''1'""")
+    assert matched.to_pylist() == [{"id": 2}]
+    commented = query(cur, f"SELECT /* PARTITIONED BY (x) */ count(*) AS n -- trailing\nFROM {table}")
+    assert commented.to_pylist() == [{"n": 4}]
+    by_pyiceberg = catalog.load_table((schema, 'odd "name"')).scan().to_arrow()
+    assert sorted(by_pyiceberg.column('it"s').to_pylist()) == sorted(r["v"] for r in rows)
+
+
+def test_like_with_any_escape_character(cur, schema):
+    cur.execute(f"CREATE TABLE {schema}.words (s STRING)")
+    cur.execute(
+        f"""INSERT INTO {schema}.words VALUES ('k%x'), ('kx'), ('k_1'), ('kk1'), ('a!b'), ('a\\b'), ('K%Y')"""
+    )
+
+    def words(where):
+        return sorted(r["s"] for r in query(cur, f"SELECT s FROM {schema}.words WHERE {where}").to_pylist())
+
+    assert words("s LIKE 'k!%%' ESCAPE '!'") == ["k%x"]
+    assert words("s ILIKE 'k!%%' ESCAPE '!'") == ["K%Y", "k%x"]
+    assert words("s NOT LIKE 'k!%%' ESCAPE '!'") == ["K%Y", "a!b", "a\\b", "k_1", "kk1", "kx"]
+    assert words("s LIKE 'k#_1' ESCAPE '#'") == ["k_1"]
+    assert words("s LIKE 'a!!b' ESCAPE '!'") == ["a!b"]
+    assert words("s LIKE 'a\\b' ESCAPE '!'") == ["a\\b"]
+    assert words("s LIKE 'k\\%%'") == ["k%x"]
+    fails(cur, f"SELECT s FROM {schema}.words WHERE s LIKE 'k!' ESCAPE '!'", "INVALID_ARGUMENT", "escape")
+    fails(cur, f"SELECT s FROM {schema}.words WHERE 'x' LIKE s ESCAPE '!'", "Unimplemented", "literal pattern")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1/0",
+        "SELECT CAST('abc' AS INT)",
+        "SELECT CAST(n AS INT) FROM (VALUES ('1'), ('abc')) AS t(n)",
+    ],
+)
+def test_errors_in_the_users_data_are_invalid_argument(cur, sql):
+    fails(cur, sql, "INVALID_ARGUMENT")
+
+
+def test_errors_raised_on_executors_keep_their_status(cur, schema):
+    cur.execute(f"CREATE TABLE {schema}.nums (n INT, s STRING)")
+    cur.execute(f"INSERT INTO {schema}.nums VALUES (1, '1'), (0, 'x')")
+    fails(cur, f"SELECT 10 / n FROM {schema}.nums", "INVALID_ARGUMENT", "Divide by zero")
+    fails(cur, f"SELECT CAST(s AS INT) FROM {schema}.nums", "INVALID_ARGUMENT", "x")
+    # The server is fine afterwards.
+    assert query(cur, f"SELECT count(*) AS c FROM {schema}.nums").to_pylist() == [{"c": 2}]
+
+
+def test_create_table_honours_location_comment_and_properties(server, cur, catalog, schema, tmp_path):
+    location = tmp_path / "elsewhere"
+    cur.execute(
+        f"CREATE TABLE {schema}.placed (id INT COMMENT 'the key', s STRING) "
+        f"COMMENT 'placed by hand' LOCATION '{location}' "
+        f"TBLPROPERTIES ('write.parquet.compression-codec' = 'gzip', 'owner' = 'ops')"
+    )
+    table = catalog.load_table(f"{schema}.placed")
+    assert table.location().rstrip("/").endswith(str(location))
+    assert table.properties["comment"] == "placed by hand"
+    assert table.properties["owner"] == "ops"
+    assert table.schema().find_field("id").doc == "the key"
+    cur.execute(f"INSERT INTO {schema}.placed VALUES (1, 'a'), (2, 'b')")
+    files = list(location.rglob("*.parquet"))
+    assert files, "data files are written under LOCATION"
+    assert pq.ParquetFile(files[0]).metadata.row_group(0).column(0).compression == "GZIP"
+    assert query(cur, f"SELECT count(*) AS n FROM {schema}.placed").to_pylist() == [{"n": 2}]
+
+    cur.execute(f"CREATE TABLE {schema}.with_opts (a INT) WITH ('write.parquet.compression-codec' = 'snappy')")
+    assert catalog.load_table(f"{schema}.with_opts").properties["write.parquet.compression-codec"] == "snappy"
+
+
+@pytest.mark.parametrize(
+    "clause, named",
+    [
+        ("CREATE TEMPORARY TABLE {t} (a INT)", "TEMPORARY"),
+        ("CREATE OR REPLACE TABLE {t} (a INT)", "OR REPLACE"),
+        ("CREATE TABLE {t} AS SELECT 1 AS a", "AS query"),
+        ("CREATE TABLE {t} (a INT PRIMARY KEY)", "PRIMARY KEY"),
+        ("CREATE TABLE {t} (a INT, PRIMARY KEY (a))", "constraints"),
+        ("CREATE TABLE {t} (a INT DEFAULT 1)", "DEFAULT"),
+        ("CREATE TABLE {t} (a INT) TBLPROPERTIES ('format-version' = '3')", "format-version"),
+        ("CREATE TABLE {t} (ts TIMESTAMP(9))", "nanosecond"),
+        ("CREATE TABLE {t} (b BYTEA) PARTITIONED BY (truncate(4, b))", "truncate on binary"),
+    ],
+)
+def test_create_table_refuses_what_it_cannot_honour(cur, catalog, schema, clause, named):
+    fails(cur, clause.format(t=f"{schema}.refused"), "Unimplemented", named)
+    assert catalog.list_tables(schema) == []
+
+
+def test_create_if_not_exists_is_idempotent_under_concurrency(server, schema):
+    errors = []
+
+    def create(i):
+        try:
+            with server.connect() as conn, conn.cursor() as cur:
+                cur.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}_race")
+                cur.execute(f"CREATE TABLE IF NOT EXISTS {schema}_race.t (a INT)")
+        except Exception as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_unknown_or_malformed_tickets_get_a_status(server):
+    client = flight.FlightClient(server.uri)
+    handle = _length_delimited(1, b"0123456789abcdef")
+    ticket = _length_delimited(1, (_SQL_PREFIX + "TicketStatementQuery").encode()) + _length_delimited(2, handle)
+    with pytest.raises(pa.ArrowKeyError, match="tickets are single-use"):
+        client.do_get(flight.Ticket(ticket)).read_all()
+    with pytest.raises(pa.ArrowInvalid):
+        client.do_get(flight.Ticket(b"not a ticket")).read_all()
+    client.close()

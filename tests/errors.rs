@@ -1,0 +1,57 @@
+//! Error classification and the executor → coordinator error channel.
+
+use datafusion::arrow::error::ArrowError;
+use datafusion::error::DataFusionError;
+use floe::error::{ErrorKind, FloeError};
+
+#[test]
+fn user_errors_in_data_are_invalid_argument() {
+    let cases = [
+        DataFusionError::ArrowError(Box::new(ArrowError::DivideByZero), None),
+        DataFusionError::ArrowError(
+            Box::new(ArrowError::CastError("'abc' to Int32".into())),
+            None,
+        ),
+        DataFusionError::Context(
+            "projection".into(),
+            Box::new(DataFusionError::ArrowError(
+                Box::new(ArrowError::ArithmeticOverflow("1 + i64::MAX".into())),
+                None,
+            )),
+        ),
+    ];
+    for error in cases {
+        assert_eq!(FloeError::from(error).kind, ErrorKind::InvalidArgument);
+    }
+    let internal = DataFusionError::Internal("a bug".into());
+    assert_eq!(FloeError::from(internal).kind, ErrorKind::Internal);
+    let memory = DataFusionError::ResourcesExhausted("memory".into());
+    assert_eq!(FloeError::from(memory).kind, ErrorKind::ResourceExhausted);
+}
+
+#[test]
+fn floe_errors_keep_their_kind_inside_datafusion_errors() {
+    let inner = FloeError::aborted("commit conflict; retrying is safe");
+    let wrapped = DataFusionError::Context("writing".into(), Box::new(inner.clone().into()));
+    let back = FloeError::from(wrapped);
+    assert_eq!((back.kind, back.message), (inner.kind, inner.message));
+}
+
+/// Ballista wraps a task's report in its own text, Debug-escaped on some paths.
+#[test]
+fn task_reports_survive_ballistas_formatting() {
+    let error = FloeError::invalid("NULL value in NOT NULL column 'id' \"quoted\" \\ ünï\n");
+    let report = error.task_report();
+    let plain = format!(
+        "Job failed due to stage 1 failed: Task failed: DataFusionError(External({report}))\n"
+    );
+    let escaped = format!("Stage 1 has failed 4 times, most recent failure reason: {plain:?}");
+    for text in [plain, escaped] {
+        let back = FloeError::from_task_report(&text).expect("a report");
+        assert_eq!(back.kind, ErrorKind::InvalidArgument);
+        assert_eq!(back.message, error.message);
+    }
+    assert!(FloeError::from_task_report("Task failed: Cancelled").is_none());
+    assert!(FloeError::from_task_report("[floe-error bogus 41]").is_none());
+    assert!(FloeError::from_task_report("[floe-error internal 4]").is_none());
+}
