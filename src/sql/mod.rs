@@ -7,6 +7,7 @@ pub mod dialect;
 pub mod like;
 pub mod parse;
 pub mod resolve;
+pub mod types;
 
 use std::sync::Arc;
 
@@ -53,6 +54,7 @@ pub enum Outcome {
 
 pub struct Query {
     ctx: Arc<SessionContext>,
+    catalog: Arc<StatementCatalog>,
     plan: LogicalPlan,
     /// information_schema queries run on the coordinator (their tables are not
     /// distributable).
@@ -137,7 +139,8 @@ impl Engine {
         let locations = self
             .cluster
             .run_job(&query.ctx, &query.plan, "query")
-            .await?;
+            .await
+            .map_err(|e| query.catalog.planning_error().unwrap_or(e))?;
         Ok(fetch_results(schema, locations))
     }
 
@@ -171,7 +174,8 @@ impl Engine {
     }
 
     /// Resolves the statement's tables and plans it on a fresh context.
-    async fn plan(&self, statement: DfStatement) -> Result<(Arc<StatementCatalog>, Planned)> {
+    async fn plan(&self, mut statement: DfStatement) -> Result<(Arc<StatementCatalog>, Planned)> {
+        types::microsecond_timestamps(&mut statement);
         let ctx = self.cluster.statement_context().await?;
         let Resolution {
             catalog,
@@ -216,6 +220,7 @@ impl Engine {
             }
             plan => Planned::Query(Box::new(Query {
                 ctx,
+                catalog: catalog.clone(),
                 plan,
                 local: uses_information_schema,
             })),
@@ -240,6 +245,7 @@ impl Engine {
         let result = self
             .write_and_commit(ctx, &plan, &provider)
             .await
+            .map_err(|e| catalog.planning_error().unwrap_or(e))
             .map_err(|e| name_not_null_violation(e, &plan));
         if result.is_err() {
             clean_up_failed_writes(

@@ -127,6 +127,16 @@ fn display_name(reference: &TableReference, namespace: &str) -> String {
 }
 
 impl StatementCatalog {
+    /// The error a table of the statement failed to plan its scan with, if any.
+    pub fn planning_error(&self) -> Option<FloeError> {
+        self.schemas.values().find_map(|schema| {
+            let resolved = schema.resolved.lock().ok()?;
+            resolved
+                .values()
+                .find_map(|provider| provider.planning_error())
+        })
+    }
+
     /// The provider the statement resolved for `reference`, if any.
     pub fn provider(
         &self,

@@ -19,7 +19,7 @@ use super::scan::plan_scan;
 use super::write::{IcebergWriteExec, WriteSpec};
 use super::{data_location, plan_schema};
 use crate::catalog::StorageSpec;
-use crate::error::Result;
+use crate::error::{FloeError, Result};
 
 pub struct IcebergTableProvider {
     table: Table,
@@ -28,6 +28,9 @@ pub struct IcebergTableProvider {
     /// Ids of the writes `insert_into` planned (the coordinator cleans up after them
     /// if their job fails).
     planned_writes: Mutex<Vec<String>>,
+    /// The error `scan` failed with. Ballista plans jobs on the coordinator but reports
+    /// a planning failure only as text; the statement reads the error back from here.
+    planning_error: Mutex<Option<FloeError>>,
 }
 
 impl IcebergTableProvider {
@@ -39,11 +42,16 @@ impl IcebergTableProvider {
             name,
             schema,
             planned_writes: Mutex::new(Vec::new()),
+            planning_error: Mutex::new(None),
         })
     }
 
     pub fn table(&self) -> &Table {
         &self.table
+    }
+
+    pub fn planning_error(&self) -> Option<FloeError> {
+        self.planning_error.lock().ok().and_then(|e| e.clone())
     }
 
     pub fn planned_writes(&self) -> Vec<String> {
@@ -101,8 +109,16 @@ impl TableProvider for IcebergTableProvider {
             filters,
             target_partitions,
         )
-        .await?;
-        Ok(Arc::new(scan))
+        .await;
+        match scan {
+            Ok(scan) => Ok(Arc::new(scan)),
+            Err(e) => {
+                if let Ok(mut error) = self.planning_error.lock() {
+                    *error = Some(e.clone());
+                }
+                Err(e.into())
+            }
+        }
     }
 
     async fn insert_into(

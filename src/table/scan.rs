@@ -27,7 +27,7 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::arrow::ArrowReaderBuilder;
 use iceberg::expr::BoundPredicate;
 use iceberg::scan::FileScanTask;
-use iceberg::spec::{NameMapping, SchemaRef as IcebergSchemaRef};
+use iceberg::spec::{DataFileFormat, NameMapping, SchemaRef as IcebergSchemaRef};
 use iceberg::table::Table;
 
 use super::filter::filters_to_predicate;
@@ -191,10 +191,41 @@ pub async fn plan_scan(
     }
     let tasks: Vec<FileScanTask> = builder.build()?.plan_files().await?.try_collect().await?;
     guard_against_lost_files(&tasks, predicate.is_some(), snapshot.summary())?;
+    refuse_unreadable_files(&parts.table, &tasks)?;
 
     parts.predicate = tasks.first().and_then(|t| t.predicate.clone());
     let groups = group_tasks(tasks, target_partitions);
     IcebergScanExec::try_new(parts, groups)
+}
+
+/// Floe reads Parquet data files with Parquet position and equality deletes; anything
+/// else is refused by name before it reaches a reader (which would report a corrupt
+/// Parquet footer).
+fn refuse_unreadable_files(table: &str, tasks: &[FileScanTask]) -> Result<()> {
+    for task in tasks {
+        if task.data_file_format != DataFileFormat::Parquet {
+            return Err(FloeError::unimplemented(format!(
+                "table {table}: data file {} is {:?}; Floe reads Parquet data files only",
+                task.data_file_path, task.data_file_format
+            )));
+        }
+        for delete in &task.deletes {
+            let path = delete.file_path.to_ascii_lowercase();
+            if path.ends_with(".puffin") {
+                return Err(FloeError::unimplemented(format!(
+                    "table {table}: deletion vector {} (Iceberg format version 3) is not supported",
+                    delete.file_path
+                )));
+            }
+            if path.ends_with(".orc") || path.ends_with(".avro") {
+                return Err(FloeError::unimplemented(format!(
+                    "table {table}: delete file {} is not Parquet; Floe reads Parquet delete files only",
+                    delete.file_path
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Iceberg's planner returns an empty stream, not an error, when its runtime is gone:

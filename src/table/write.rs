@@ -30,7 +30,7 @@ use iceberg::spec::{
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::file_writer::location_generator::{
-    DefaultFileNameGenerator, DefaultLocationGenerator, LocationGenerator,
+    DefaultFileNameGenerator, LocationGenerator,
 };
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::partitioning::PartitioningWriter;
@@ -184,7 +184,7 @@ async fn write_partition(
     let prefix = format!("{}-{partition:05}-{}", spec.write_id, uuid::Uuid::new_v4());
     let file_io = spec.storage.file_io();
     let locations = RecordingLocations {
-        inner: DefaultLocationGenerator::with_data_location(spec.data_location.clone()),
+        data_location: spec.data_location.trim_end_matches('/').to_string(),
         written: Arc::default(),
     };
     // Until this task has handed its files over, failing or being aborted deletes them.
@@ -243,21 +243,62 @@ async fn write_batches(
     }
 }
 
-/// The default location scheme, remembering every file location it hands out.
+/// File locations under the data location, in Hive-style partition directories
+/// (`name=value/…`), remembering every location it hands out.
 #[derive(Clone)]
 struct RecordingLocations {
-    inner: DefaultLocationGenerator,
+    data_location: String,
     written: Arc<Mutex<Vec<String>>>,
 }
 
 impl LocationGenerator for RecordingLocations {
     fn generate_location(&self, partition_key: Option<&PartitionKey>, file_name: &str) -> String {
-        let location = self.inner.generate_location(partition_key, file_name);
+        let location = match partition_key.filter(|key| !key.spec().is_unpartitioned()) {
+            Some(key) => format!("{}/{}/{file_name}", self.data_location, partition_path(key)),
+            None => format!("{}/{file_name}", self.data_location),
+        };
         if let Ok(mut written) = self.written.lock() {
             written.push(location.clone());
         }
         location
     }
+}
+
+/// `name=value/…` for a partition, each name and value escaped as Iceberg's Java
+/// implementation does (form encoding), so that a value such as `a/b=c` stays one
+/// directory.
+fn partition_path(key: &PartitionKey) -> String {
+    let Ok(partition_type) = key.spec().partition_type(key.schema()) else {
+        // Unreachable: the spec was bound to this schema when the write was planned.
+        return "_".to_string();
+    };
+    key.spec()
+        .fields()
+        .iter()
+        .zip(partition_type.fields())
+        .enumerate()
+        .map(|(i, (field, result))| {
+            let value = key.data()[i].as_ref();
+            let human = field.transform.to_human_string(&result.field_type, value);
+            format!("{}={}", form_encode(&field.name), form_encode(&human))
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// `application/x-www-form-urlencoded`, as Java's `URLEncoder` writes it.
+pub fn form_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'-' | b'*' | b'_' => {
+                out.push(byte as char)
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
 }
 
 /// Deletes a task's files when the task fails or is aborted (dropped) before it
