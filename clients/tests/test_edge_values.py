@@ -1,7 +1,11 @@
 """Values at the edges: partition values that look like paths, timestamps outside the
-nanosecond range."""
+nanosecond range, UUIDs written as strings, data files Floe cannot read."""
 
 import datetime
+import uuid
+
+import adbc_driver_manager
+import pytest
 
 from conftest import query
 
@@ -46,11 +50,30 @@ def test_timestamps_outside_the_nanosecond_range(cur, catalog, schema):
     )
 
 
+def test_uuids_written_as_strings(cur, catalog, schema):
+    a, b = uuid.UUID("f47ac10b-58cc-4372-a567-0e02b2c3d479"), uuid.UUID(int=2)
+    cur.execute(f"CREATE TABLE {schema}.ids (id UUID, n INT) PARTITIONED BY (bucket(4, id))")
+    cur.execute(f"INSERT INTO {schema}.ids VALUES ('{a}', 1), (NULL, 2)")
+    cur.execute(f"INSERT INTO {schema}.ids (n, id) VALUES (3, CAST('{{{b}}}' AS UUID))")
+
+    def ns(where):
+        return [r["n"] for r in query(cur, f"SELECT n FROM {schema}.ids WHERE {where} ORDER BY n").to_pylist()]
+
+    assert ns(f"id = '{a}'") == [1]
+    assert ns(f"'{a}' = id") == [1]
+    assert ns(f"id IN ('{a}', '{b.hex}')") == [1, 3]
+    assert ns(f"id <> UUID '{a}'") == [3]
+    with pytest.raises(adbc_driver_manager.Error, match="'nope' is not a UUID"):
+        cur.execute(f"INSERT INTO {schema}.ids VALUES ('nope', 4)")
+    by_pyiceberg = catalog.load_table(f"{schema}.ids").scan().to_arrow().sort_by("n")
+    got = [None if v is None else uuid.UUID(bytes=v) if isinstance(v, bytes) else uuid.UUID(str(v))
+           for v in by_pyiceberg.column("id").to_pylist()]
+    assert got == [a, None, b]
+
+
 def test_orc_data_files_are_refused_by_name(cur, catalog, schema, tmp_path):
     import pyarrow as pa
     import pyarrow.orc as orc
-    import adbc_driver_manager
-    import pytest
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.typedef import Record
 

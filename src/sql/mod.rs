@@ -8,6 +8,7 @@ pub mod like;
 pub mod parse;
 pub mod resolve;
 pub mod types;
+pub mod uuids;
 
 use std::sync::Arc;
 
@@ -189,7 +190,9 @@ impl Engine {
         )
         .await?;
         ctx.register_catalog(&self.catalog_name, catalog.clone());
-        let plan = like::rewrite_escapes(ctx.state().statement_to_plan(statement).await?)?;
+        uuids::rewrite_statement(&mut statement, &catalog, DEFAULT_NAMESPACE)?;
+        let plan = ctx.state().statement_to_plan(statement).await?;
+        let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
         if !matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_)) {
             // Ballista optimizes a job again on its scheduler, but reports failures there
             // only as text: failing here keeps the error's kind (a constant 1/0 is the
