@@ -102,6 +102,11 @@ def test_create_table_honours_location_comment_and_properties(server, cur, catal
 
     cur.execute(f"CREATE TABLE {schema}.with_opts (a INT) WITH ('write.parquet.compression-codec' = 'snappy')")
     assert catalog.load_table(f"{schema}.with_opts").properties["write.parquet.compression-codec"] == "snappy"
+    # A table no INSERT could write is refused when it is created.
+    fails(cur, f"CREATE TABLE {schema}.bad_codec (a INT) WITH ('write.parquet.compression-codec' = 'zip')",
+          "INVALID_ARGUMENT", "zip")
+    fails(cur, f"CREATE TABLE {schema}.bad_size (a INT) TBLPROPERTIES ('write.target-file-size-bytes' = 'big')",
+          "INVALID_ARGUMENT", "write.target-file-size-bytes")
 
 
 @pytest.mark.parametrize(

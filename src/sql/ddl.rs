@@ -18,6 +18,7 @@ use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
 
 use super::dialect::partition_fields;
 use crate::error::{FloeError, Result};
+use crate::table::write::check_write_properties;
 
 /// How a SQL object name maps onto the catalog: `[catalog.]namespace.table` or `table`.
 pub struct Names<'a> {
@@ -279,6 +280,7 @@ fn table_properties(create: &CreateTable) -> Result<HashMap<String, String>> {
         properties.insert(key.value.clone(), value);
     }
     properties.remove(FORMAT_VERSION);
+    check_write_properties(&properties)?;
     if let Some(comment) = &create.comment {
         let (CommentDef::WithEq(text) | CommentDef::WithoutEq(text)) = comment;
         properties.insert("comment".to_string(), text.clone());

@@ -16,7 +16,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use iceberg::table::Table;
 
 use super::scan::plan_scan;
-use super::write::{IcebergWriteExec, WriteSpec};
+use super::write::{COMPRESSION_CODEC, IcebergWriteExec, TARGET_FILE_SIZE, WriteSpec};
 use super::{data_location, plan_schema};
 use crate::catalog::StorageSpec;
 use crate::error::{FloeError, Result};
@@ -140,10 +140,10 @@ impl TableProvider for IcebergTableProvider {
             data_location: data_location(metadata),
             write_id: write_id.clone(),
             format_version: metadata.format_version(),
-            target_file_size_bytes: property(metadata, "write.target-file-size-bytes")
+            target_file_size_bytes: property(metadata, TARGET_FILE_SIZE)
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(512 * 1024 * 1024),
-            compression_codec: property(metadata, "write.parquet.compression-codec")
+            compression_codec: property(metadata, COMPRESSION_CODEC)
                 .unwrap_or_else(|| "zstd".to_string()),
         };
         if let Ok(mut writes) = self.planned_writes.lock() {

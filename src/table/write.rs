@@ -3,6 +3,7 @@
 //! coordinator commits all descriptors of the job at once (see `commit`).
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -348,6 +349,27 @@ pub fn conform_to_table(batch: RecordBatch, table_schema: &SchemaRef) -> DfResul
         })
         .collect::<DfResult<Vec<ArrayRef>>>()?;
     Ok(RecordBatch::try_new(table_schema.clone(), columns)?)
+}
+
+/// Table property: the Parquet compression codec of new data files.
+pub const COMPRESSION_CODEC: &str = "write.parquet.compression-codec";
+/// Table property: the size at which a data file is closed and the next one begun.
+pub const TARGET_FILE_SIZE: &str = "write.target-file-size-bytes";
+
+/// Refuses write properties a table could not be written with, so that CREATE TABLE
+/// fails instead of every later INSERT.
+pub fn check_write_properties(properties: &HashMap<String, String>) -> Result<()> {
+    if let Some(codec) = properties.get(COMPRESSION_CODEC) {
+        writer_properties(codec)?;
+    }
+    if let Some(size) = properties.get(TARGET_FILE_SIZE)
+        && size.parse::<u64>().map_or(true, |size| size == 0)
+    {
+        return Err(FloeError::invalid(format!(
+            "table property {TARGET_FILE_SIZE}: '{size}' is not a positive number of bytes"
+        )));
+    }
+    Ok(())
 }
 
 /// Parquet writer settings from the table's `write.parquet.compression-codec`.
