@@ -122,3 +122,48 @@ fn like_escapes_become_backslashes() {
     assert!(like_to_backslash("abc!", '!').is_err());
     assert_eq!(similar_to_backslash("a#.b.", '#'), Ok(r"a\.b.".to_string()));
 }
+
+/// Property: whatever the text, parsing answers Ok or an error, never panics, and an
+/// error is the user's (`INVALID_ARGUMENT`).
+#[test]
+fn mangled_statements_never_panic() {
+    let corpus = [
+        "CREATE TABLE IF NOT EXISTS s.t (a INT COMMENT 'x', b STRING) PARTITIONED BY (bucket(4, a)) \
+         LOCATION '/l' COMMENT 'c' TBLPROPERTIES ('k' = 'v') WITH (x = 1)",
+        "SELECT 'O''Brien', \"a\"\"b\" FROM t WHERE s LIKE 'k!%' ESCAPE '!' -- c\n",
+        "INSERT INTO t VALUES (1, 'ünï ✓'), (2, NULL); /* trailing */",
+        "CREATE OR REPLACE TEMPORARY TABLE t (a INT) USING iceberg AS SELECT 1",
+    ];
+    let noise = [
+        "'", "\"", "''", "\\", "(", ")", ";", "--", "/*", "*/", "\n", "\0", "漢", "🦆", "\u{202e}",
+        "PARTITIONED BY (", "TBLPROPERTIES", "ESCAPE", "E'", "$$", ",", "=", "AS", "WITH (",
+    ];
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % bound.max(1) as u64) as usize
+    };
+    for _ in 0..3000 {
+        let mut sql: Vec<char> = corpus[next(corpus.len())].chars().collect();
+        for _ in 0..1 + next(3) {
+            let at = next(sql.len() + 1);
+            match next(3) {
+                0 => sql.truncate(at),
+                1 => {
+                    let inserted: Vec<char> = noise[next(noise.len())].chars().collect();
+                    sql.splice(at..at, inserted);
+                }
+                _ => {
+                    let end = (at + 1 + next(8)).min(sql.len());
+                    sql.drain(at.min(end)..end);
+                }
+            }
+        }
+        let sql: String = sql.into_iter().collect();
+        if let Err(e) = parse(&sql) {
+            assert_eq!(e.kind, ErrorKind::InvalidArgument, "{sql:?}: {e}");
+        }
+    }
+}
