@@ -135,8 +135,30 @@ fn mangled_statements_never_panic() {
         "CREATE OR REPLACE TEMPORARY TABLE t (a INT) USING iceberg AS SELECT 1",
     ];
     let noise = [
-        "'", "\"", "''", "\\", "(", ")", ";", "--", "/*", "*/", "\n", "\0", "漢", "🦆", "\u{202e}",
-        "PARTITIONED BY (", "TBLPROPERTIES", "ESCAPE", "E'", "$$", ",", "=", "AS", "WITH (",
+        "'",
+        "\"",
+        "''",
+        "\\",
+        "(",
+        ")",
+        ";",
+        "--",
+        "/*",
+        "*/",
+        "\n",
+        "\0",
+        "漢",
+        "🦆",
+        "\u{202e}",
+        "PARTITIONED BY (",
+        "TBLPROPERTIES",
+        "ESCAPE",
+        "E'",
+        "$$",
+        ",",
+        "=",
+        "AS",
+        "WITH (",
     ];
     let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut next = |bound: usize| {

@@ -14,9 +14,11 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::DFSchema;
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::dml::InsertOp;
-use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
+use datafusion::logical_expr::{DmlStatement, LogicalPlan, Values, WriteOp};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
@@ -200,7 +202,8 @@ impl Engine {
             ctx.state().optimize(&plan)?;
         }
         let planned = match plan {
-            LogicalPlan::Dml(dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
+            LogicalPlan::Dml(mut dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
+                dml.input = Arc::new(nullable_values(Arc::unwrap_or_clone(dml.input))?);
                 Planned::Insert(ctx, dml)
             }
             LogicalPlan::Dml(dml) => {
@@ -248,8 +251,7 @@ impl Engine {
         let result = self
             .write_and_commit(ctx, &plan, &provider)
             .await
-            .map_err(|e| catalog.planning_error().unwrap_or(e))
-            .map_err(|e| name_not_null_violation(e, &plan));
+            .map_err(|e| catalog.planning_error().unwrap_or(e));
         if result.is_err() {
             clean_up_failed_writes(
                 data_location(provider.table().metadata()),
@@ -331,33 +333,28 @@ fn as_ddl(statement: &DfStatement) -> Option<&Statement> {
 }
 
 /// DataFusion types `INSERT … VALUES` rows with the table's nullability, so a NULL for
-/// a NOT NULL column fails inside Arrow naming the VALUES column (`column1`). Report it
-/// as the user's error, naming the table column.
-fn name_not_null_violation(error: FloeError, plan: &LogicalPlan) -> FloeError {
-    const MARK: &str = "is declared as non-nullable but contains null values";
-    let Some(pos) = error.message.find(MARK) else {
-        return error;
-    };
-    let Some(source) = error.message[..pos]
-        .rsplit("Column '")
-        .next()
-        .and_then(|s| s.split('\'').next())
-    else {
-        return error;
-    };
-    let column = match plan.inputs().first() {
-        Some(LogicalPlan::Projection(projection)) => projection
-            .expr
-            .iter()
-            .zip(projection.schema.fields())
-            .find(|(expr, _)| expr.column_refs().iter().any(|c| c.name == source))
-            .map(|(_, field)| field.name().clone()),
-        _ => None,
-    };
-    FloeError::invalid(format!(
-        "NULL value in NOT NULL column '{}'",
-        column.as_deref().unwrap_or(source)
-    ))
+/// a NOT NULL column would fail while Ballista plans the job, as text naming the VALUES
+/// column (`column1`). Typed nullable, the rows reach the write, which refuses the NULL
+/// naming the table's column, as it does for `INSERT … SELECT`.
+fn nullable_values(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let plan = plan.transform_up(|node| match node {
+        LogicalPlan::Values(Values { schema, values }) => {
+            let fields = schema
+                .iter()
+                .map(|(qualifier, field)| {
+                    let field = field.as_ref().clone().with_nullable(true);
+                    (qualifier.cloned(), Arc::new(field))
+                })
+                .collect();
+            let schema = DFSchema::new_with_metadata(fields, schema.metadata().clone())?;
+            Ok(Transformed::yes(LogicalPlan::Values(Values {
+                schema: Arc::new(schema),
+                values,
+            })))
+        }
+        node => node.recompute_schema().map(Transformed::yes),
+    })?;
+    Ok(plan.data)
 }
 
 /// The one-row result of an INSERT.
