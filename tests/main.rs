@@ -6,6 +6,7 @@ mod config;
 mod errors;
 mod filter;
 mod grouping;
+mod metadata;
 mod results;
 mod scan;
 mod sql_parse;

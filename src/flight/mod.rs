@@ -1,6 +1,7 @@
 //! The Flight SQL service: handshake, ad hoc and prepared statements, updates, and
 //! results streamed batch by batch. What is not supported answers `UNIMPLEMENTED`.
 
+mod metadata;
 pub mod results;
 
 use std::net::SocketAddr;
@@ -14,7 +15,8 @@ use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder};
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
-    ActionCreatePreparedStatementResult, CommandGetSqlInfo, CommandPreparedStatementQuery,
+    ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetDbSchemas,
+    CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandPreparedStatementQuery,
     CommandPreparedStatementUpdate, CommandStatementQuery, CommandStatementUpdate, ProstMessageExt,
     SqlInfo, SqlSupportedTransaction, TicketStatementQuery,
 };
@@ -285,12 +287,7 @@ impl FlightSqlService for FloeFlightService {
         query: CommandGetSqlInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let ticket = Ticket::new(query.as_any().encode_to_vec());
-        let info = FlightInfo::new()
-            .try_with_schema(SqlInfoDataBuilder::schema())
-            .map_err(|e| Status::internal(e.to_string()))?
-            .with_endpoint(FlightEndpoint::new().with_ticket(ticket))
-            .with_descriptor(request.into_inner());
+        let info = listing_info(query.as_any(), SqlInfoDataBuilder::schema(), request)?;
         Ok(Response::new(info))
     }
 
@@ -298,22 +295,113 @@ impl FlightSqlService for FloeFlightService {
         &self,
         query: CommandGetSqlInfo,
         _request: Request<Ticket>,
-    ) -> Result<
-        Response<<Self as arrow_flight::flight_service_server::FlightService>::DoGetStream>,
-        Status,
-    > {
+    ) -> Result<Response<DoGetStream>, Status> {
         let batch = query
             .into_builder(&self.sql_info)
             .build()
             .map_err(|e| Status::internal(e.to_string()))?;
-        let encoded = FlightDataEncoderBuilder::new()
-            .with_schema(batch.schema())
-            .build(futures::stream::iter([Ok(batch)]))
-            .map_err(flight_error_status);
-        Ok(Response::new(Box::pin(encoded)))
+        Ok(one_batch(batch))
+    }
+
+    async fn get_flight_info_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let info = listing_info(query.as_any(), &metadata::catalogs_schema(), request)?;
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Ok(one_batch(
+            metadata::catalogs(&self.engine, query).map_err(status)?,
+        ))
+    }
+
+    async fn get_flight_info_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let info = listing_info(query.as_any(), &metadata::db_schemas_schema(), request)?;
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let batch = metadata::db_schemas(&self.engine, query).await;
+        Ok(one_batch(batch.map_err(status)?))
+    }
+
+    async fn get_flight_info_tables(
+        &self,
+        query: CommandGetTables,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = metadata::tables_schema(query.include_schema);
+        let info = listing_info(query.as_any(), &schema, request)?;
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_tables(
+        &self,
+        query: CommandGetTables,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let batch = metadata::tables(&self.engine, query).await;
+        Ok(one_batch(batch.map_err(status)?))
+    }
+
+    async fn get_flight_info_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let info = listing_info(query.as_any(), &metadata::table_types_schema(), request)?;
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Ok(one_batch(metadata::table_types(query).map_err(status)?))
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+type DoGetStream =
+    <FloeFlightService as arrow_flight::flight_service_server::FlightService>::DoGetStream;
+
+/// A FlightInfo whose one ticket is the (`Any`-packed) listing command itself.
+fn listing_info(
+    command: arrow_flight::sql::Any,
+    schema: &datafusion::arrow::datatypes::Schema,
+    request: Request<FlightDescriptor>,
+) -> Result<FlightInfo, Status> {
+    let ticket = Ticket::new(command.encode_to_vec());
+    Ok(FlightInfo::new()
+        .try_with_schema(schema)
+        .map_err(|e| Status::internal(e.to_string()))?
+        .with_endpoint(FlightEndpoint::new().with_ticket(ticket))
+        .with_descriptor(request.into_inner()))
+}
+
+fn one_batch(batch: datafusion::arrow::record_batch::RecordBatch) -> Response<DoGetStream> {
+    let encoded = FlightDataEncoderBuilder::new()
+        .with_schema(batch.schema())
+        .build(futures::stream::iter([Ok(batch)]))
+        .map_err(flight_error_status);
+    Response::new(Box::pin(encoded))
 }
 
 fn flight_error_status(e: FlightError) -> Status {

@@ -5,6 +5,7 @@
 pub mod ddl;
 pub mod dialect;
 pub mod like;
+pub mod metadata;
 pub mod parse;
 pub mod resolve;
 pub mod types;

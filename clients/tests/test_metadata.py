@@ -1,0 +1,67 @@
+"""Browsing the catalog the way ADBC and BI tools do: GetCatalogs, GetDbSchemas,
+GetTables (with column schemas and their Flight SQL metadata) and GetTableTypes."""
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from floe_flight import _SQL_PREFIX, _length_delimited
+
+
+def objects(conn, **filters):
+    return conn.adbc_get_objects(**filters).read_all().to_pylist()
+
+
+def test_adbc_lists_catalogs_schemas_tables_and_columns(server, conn, cur, schema):
+    cur.execute(f"CREATE TABLE {schema}.orders (id BIGINT NOT NULL COMMENT 'the key', amount DECIMAL(10, 2), note STRING)")
+    cur.execute(f"CREATE TABLE {schema}.order_lines (n INT)")
+    cur.execute(f"CREATE TABLE {schema}.other (n INT)")
+
+    catalogs = objects(conn, depth="catalogs")
+    assert [c["catalog_name"] for c in catalogs] == ["floe"]
+
+    [catalog] = objects(conn, depth="db_schemas", catalog_filter="floe", db_schema_filter=schema)
+    assert [s["db_schema_name"] for s in catalog["catalog_db_schemas"]] == [schema]
+    assert objects(conn, depth="db_schemas", catalog_filter="nope") == []
+
+    [catalog] = objects(conn, depth="all", db_schema_filter=schema, table_name_filter="order%")
+    [db_schema] = catalog["catalog_db_schemas"]
+    tables = {t["table_name"]: t for t in db_schema["db_schema_tables"]}
+    assert sorted(tables) == ["order_lines", "orders"]
+    assert tables["orders"]["table_type"] == "TABLE"
+    columns = [(c["column_name"], c["ordinal_position"]) for c in tables["orders"]["table_columns"]]
+    assert columns == [("id", 1), ("amount", 2), ("note", 3)]
+    # `_` is a one-character wildcard unless escaped.
+    [catalog] = objects(conn, depth="tables", db_schema_filter=schema, table_name_filter="order\\_lines")
+    assert [t["table_name"] for t in catalog["catalog_db_schemas"][0]["db_schema_tables"]] == ["order_lines"]
+
+    assert conn.adbc_get_table_schema("orders", db_schema_filter=schema) == pa.schema(
+        [("id", pa.int64(), False), ("amount", pa.decimal128(10, 2)), ("note", pa.string())]
+    )
+    assert "TABLE" in conn.adbc_get_table_types()
+
+
+def test_get_tables_carries_jdbc_column_metadata(server, cur, schema):
+    cur.execute(f"CREATE TABLE {schema}.described (id BIGINT NOT NULL COMMENT 'the key', amount DECIMAL(10, 2), note STRING)")
+    # CommandGetTables{db_schema_filter_pattern=2, table_name_filter_pattern=3, include_schema=5}
+    command = (
+        _length_delimited(2, schema.encode())
+        + _length_delimited(3, b"described")
+        + b"\x28\x01"
+    )
+    descriptor = flight.FlightDescriptor.for_command(
+        _length_delimited(1, (_SQL_PREFIX + "CommandGetTables").encode()) + _length_delimited(2, command)
+    )
+    client = flight.FlightClient(server.uri)
+    info = client.get_flight_info(descriptor)
+    rows = client.do_get(info.endpoints[0].ticket).read_all().to_pylist()
+    client.close()
+    assert [(r["catalog_name"], r["db_schema_name"], r["table_name"]) for r in rows] == [
+        ("floe", schema, "described")
+    ]
+    table_schema = pa.ipc.read_schema(pa.py_buffer(rows[0]["table_schema"]))
+    meta = {f.name: {k.decode(): v.decode() for k, v in f.metadata.items()} for f in table_schema}
+    assert meta["id"]["ARROW:FLIGHT:SQL:TYPE_NAME"] == "BIGINT"
+    assert meta["id"]["ARROW:FLIGHT:SQL:REMARKS"] == "the key"
+    assert meta["id"]["ARROW:FLIGHT:SQL:TABLE_NAME"] == "described"
+    assert (meta["amount"]["ARROW:FLIGHT:SQL:PRECISION"], meta["amount"]["ARROW:FLIGHT:SQL:SCALE"]) == ("10", "2")
+    assert meta["note"]["ARROW:FLIGHT:SQL:IS_CASE_SENSITIVE"] == "1"
