@@ -30,7 +30,7 @@ use iceberg::scan::FileScanTask;
 use iceberg::spec::{NameMapping, SchemaRef as IcebergSchemaRef};
 use iceberg::table::Table;
 
-use super::filter::filters_to_predicate;
+use super::filter::{Columns, filters_to_predicate};
 use super::projected_arrow_schema;
 use crate::arrow_compat::conform_batch;
 use crate::catalog::StorageSpec;
@@ -167,10 +167,14 @@ pub async fn plan_scan(
 
     // Iceberg plans with the snapshot's schema; a column added since the last snapshot
     // is read as NULL from every file. Filters are pushed only when both schemas agree,
-    // so a name can never resolve to a different field than the SQL meant.
+    // so a name can never resolve to a different field than the SQL meant (a renamed
+    // or re-added column binds by the current name to its current field id).
     let same_schema = snapshot_schema.schema_id() == schema.schema_id();
     let predicate = if same_schema {
-        filters_to_predicate(filters, &schema)
+        filters_to_predicate(
+            filters,
+            &Columns::new(&schema, metadata.schemas_iter().map(|s| s.as_ref())),
+        )
     } else {
         None
     };
