@@ -32,6 +32,7 @@ fn scan_parts() -> ScanParts {
             props: HashMap::from([("s3.region".to_string(), "eu-west-1".to_string())]),
         },
         case_sensitive: true,
+        reshaped_field_ids: vec![2],
     }
 }
 
@@ -81,6 +82,7 @@ fn scan_node_decodes_to_the_same_partitions_and_tasks() {
     assert_eq!(decoded.parts.predicate, scan.parts.predicate);
     assert_eq!(decoded.parts.storage, scan.parts.storage);
     assert_eq!(decoded.parts.project_field_ids, vec![2, 1]);
+    assert_eq!(decoded.parts.reshaped_field_ids, vec![2]);
     let first = &decoded.groups[0][0];
     assert_eq!(first.project_field_ids, vec![2, 1]);
     assert!(first.name_mapping.is_some());

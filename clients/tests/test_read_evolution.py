@@ -92,7 +92,6 @@ def _struct_table(catalog, name):
     return table
 
 
-@pytest.mark.xfail(strict=True, reason="nested evolution not fixed yet")
 def test_field_added_to_a_struct_reads_as_null_from_old_files(cur, catalog, schema):
     name = f"{schema}.nested_add"
     table = _struct_table(catalog, name)
@@ -121,7 +120,6 @@ def test_field_added_to_a_struct_reads_as_null_from_old_files(cur, catalog, sche
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="nested evolution not fixed yet")
 def test_nested_field_renamed_and_dropped(cur, catalog, schema):
     name = f"{schema}.nested_rename"
     table = _struct_table(catalog, name)
@@ -142,3 +140,42 @@ def test_nested_field_renamed_and_dropped(cur, catalog, schema):
         update.add_column(("s", "a"), IntegerType())
     rows = query(cur, f"SELECT id, s FROM {name} ORDER BY id").to_pylist()
     assert rows == [{"id": 1, "s": {"bee": "x", "a": None}}, {"id": 2, "s": None}]
+
+
+def test_nested_fields_match_by_id_in_lists_after_swapped_names_and_promotion(cur, catalog, schema):
+    name = f"{schema}.nested_list"
+    element = StructType(
+        NestedField(3, "a", IntegerType(), required=False),
+        NestedField(4, "b", IntegerType(), required=False),
+    )
+    from pyiceberg.types import ListType
+
+    table = catalog.create_table(
+        name,
+        Schema(
+            NestedField(1, "id", LongType(), required=False),
+            NestedField(2, "l", ListType(5, element, element_required=False), required=False),
+        ),
+    )
+    arrow_element = pa.struct([pa.field("a", pa.int32()), pa.field("b", pa.int32())])
+    table.append(
+        pa.table(
+            {
+                "id": pa.array([1], pa.int64()),
+                "l": pa.array([[{"a": 1, "b": 2}, None]], pa.list_(arrow_element)),
+            }
+        )
+    )
+    # Swap the names (a cast by name would swap the values), widen one, add one.
+    with table.update_schema() as update:
+        update.rename_column("l.element.a", "tmp")
+    table = catalog.load_table(name)
+    with table.update_schema() as update:
+        update.rename_column("l.element.b", "a")
+    table = catalog.load_table(name)
+    with table.update_schema() as update:
+        update.rename_column("l.element.tmp", "b")
+        update.update_column("l.element.a", LongType())
+        update.add_column(("l", "element", "c"), StringType())
+    rows = query(cur, f"SELECT id, l FROM {name}").to_pylist()
+    assert rows == [{"id": 1, "l": [{"b": 1, "a": 2, "c": None}, None]}]

@@ -103,6 +103,7 @@ pub fn encode_scan(scan: &IcebergScanExec) -> Result<proto::ScanNode> {
         storage: Some(encode_storage(&scan.parts.storage)),
         groups,
         case_sensitive: scan.parts.case_sensitive,
+        reshaped_field_ids: scan.parts.reshaped_field_ids.clone(),
     })
 }
 
@@ -139,6 +140,7 @@ pub fn decode_scan(node: proto::ScanNode) -> Result<IcebergScanExec> {
         name_mapping: node.name_mapping_json,
         storage: decode_storage(node.storage),
         case_sensitive: node.case_sensitive,
+        reshaped_field_ids: node.reshaped_field_ids,
     };
     IcebergScanExec::try_new(parts, groups)
 }

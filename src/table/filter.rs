@@ -20,6 +20,8 @@ use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::{Datum, PrimitiveType, Schema, Type};
 
+use super::changed_field_ids;
+
 /// The columns a predicate may reference: the schema filters are bound to, and the
 /// fields whose type changed in the table's history.
 pub struct Columns<'a> {
@@ -31,17 +33,7 @@ impl<'a> Columns<'a> {
     /// `schema` and every schema the table has had (its data files were written with
     /// one of them).
     pub fn new<'h>(schema: &'a Schema, history: impl IntoIterator<Item = &'h Schema>) -> Self {
-        let mut promoted = HashSet::new();
-        for old in history {
-            for field in schema.as_struct().fields() {
-                if old
-                    .field_by_id(field.id)
-                    .is_some_and(|f| f.field_type != field.field_type)
-                {
-                    promoted.insert(field.id);
-                }
-            }
-        }
+        let promoted = changed_field_ids(schema, history);
         Self { schema, promoted }
     }
 }

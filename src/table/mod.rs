@@ -3,10 +3,12 @@
 
 pub mod commit;
 pub mod filter;
+pub mod nested;
 pub mod provider;
 pub mod scan;
 pub mod write;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
@@ -29,7 +31,15 @@ pub fn plan_schema(schema: &Schema) -> Result<SchemaRef> {
 
 /// The plan schema of the given top-level fields of `schema`, in that order.
 pub fn projected_arrow_schema(schema: &Schema, field_ids: &[i32]) -> Result<SchemaRef> {
-    let full = plan_schema(schema)?;
+    project(plan_schema(schema)?, schema, field_ids)
+}
+
+/// As [`projected_arrow_schema`], with every (nested) field labelled with its field id.
+pub fn projected_id_schema(schema: &Schema, field_ids: &[i32]) -> Result<SchemaRef> {
+    project(arrow_schema(schema)?, schema, field_ids)
+}
+
+fn project(full: SchemaRef, schema: &Schema, field_ids: &[i32]) -> Result<SchemaRef> {
     let fields = schema.as_struct().fields();
     let indices = field_ids
         .iter()
@@ -43,6 +53,26 @@ pub fn projected_arrow_schema(schema: &Schema, field_ids: &[i32]) -> Result<Sche
         full.project(&indices)
             .map_err(|e| FloeError::internal(e.to_string()))?,
     ))
+}
+
+/// Top-level fields of `schema` whose type (with everything nested in it) differs in
+/// some schema of `history`: older data files hold them in another shape.
+pub fn changed_field_ids<'h>(
+    schema: &Schema,
+    history: impl IntoIterator<Item = &'h Schema>,
+) -> HashSet<i32> {
+    let mut changed = HashSet::new();
+    for old in history {
+        for field in schema.as_struct().fields() {
+            if old
+                .field_by_id(field.id)
+                .is_some_and(|f| f.field_type != field.field_type)
+            {
+                changed.insert(field.id);
+            }
+        }
+    }
+    changed
 }
 
 /// Where new data files of a table go: `write.data.path`, else `<location>/data`.

@@ -31,8 +31,9 @@ use iceberg::spec::{NameMapping, SchemaRef as IcebergSchemaRef};
 use iceberg::table::Table;
 
 use super::filter::{Columns, filters_to_predicate};
-use super::projected_arrow_schema;
-use crate::arrow_compat::conform_batch;
+use super::nested::with_file_shapes;
+use super::{changed_field_ids, projected_arrow_schema, projected_id_schema};
+use crate::arrow_compat::{conform_batch, conform_by_field_id};
 use crate::catalog::StorageSpec;
 use crate::error::{FloeError, Result, iceberg_to_df};
 
@@ -46,6 +47,8 @@ pub struct IcebergScanExec {
     /// One group of tasks per output partition (at least one group).
     pub groups: Vec<Vec<FileScanTask>>,
     output_schema: SchemaRef,
+    /// The output columns labelled with field ids, for fitting reshaped columns.
+    id_schema: SchemaRef,
     properties: Arc<PlanProperties>,
 }
 
@@ -64,6 +67,9 @@ pub struct ScanParts {
     pub name_mapping: Option<String>,
     pub storage: StorageSpec,
     pub case_sensitive: bool,
+    /// Projected nested fields whose shape changed in the table's history (see
+    /// [`super::nested`]).
+    pub reshaped_field_ids: Vec<i32>,
 }
 
 impl IcebergScanExec {
@@ -71,6 +77,7 @@ impl IcebergScanExec {
     /// node's schema, projection, predicate and name mapping.
     pub fn try_new(parts: ScanParts, groups: Vec<Vec<FileScanTask>>) -> Result<Self> {
         let output_schema = projected_arrow_schema(&parts.schema, &parts.project_field_ids)?;
+        let id_schema = projected_id_schema(&parts.schema, &parts.project_field_ids)?;
         let read_ids = read_field_ids(&parts.schema, &parts.project_field_ids);
         let name_mapping = match &parts.name_mapping {
             Some(json) => Some(Arc::new(
@@ -104,6 +111,7 @@ impl IcebergScanExec {
             parts,
             groups,
             output_schema,
+            id_schema,
             properties,
         })
     }
@@ -159,7 +167,20 @@ pub async fn plan_scan(
         name_mapping: metadata.properties().get(NAME_MAPPING_PROPERTY).cloned(),
         storage: StorageSpec::from_file_io(table.file_io()),
         case_sensitive: true,
+        reshaped_field_ids: Vec::new(),
     };
+    let changed = changed_field_ids(&schema, metadata.schemas_iter().map(|s| s.as_ref()));
+    parts.reshaped_field_ids = parts
+        .project_field_ids
+        .iter()
+        .copied()
+        .filter(|id| changed.contains(id))
+        .filter(|id| {
+            schema
+                .field_by_id(*id)
+                .is_some_and(|f| !f.field_type.is_primitive())
+        })
+        .collect();
     let Some(snapshot) = metadata.current_snapshot() else {
         return IcebergScanExec::try_new(parts, vec![]);
     };
@@ -344,14 +365,35 @@ impl ExecutionPlan for IcebergScanExec {
             .with_data_file_concurrency_limit(1)
             .with_row_group_filtering_enabled(true)
             .build();
-        let batches = reader
-            .read(futures::stream::iter(tasks.into_iter().map(Ok)).boxed())
-            .map_err(iceberg_to_df)?
-            .stream();
+        let reshaped = Arc::new(self.parts.reshaped_field_ids.clone());
+        let tasks = if reshaped.is_empty() {
+            futures::stream::iter(tasks.into_iter().map(Ok)).boxed()
+        } else {
+            let file_io = self.parts.storage.file_io();
+            let reshaped = reshaped.clone();
+            futures::stream::iter(tasks)
+                .then(move |task| {
+                    let (file_io, reshaped) = (file_io.clone(), reshaped.clone());
+                    async move {
+                        with_file_shapes(task, &reshaped, &file_io)
+                            .await
+                            .map_err(|e| {
+                                iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string())
+                            })
+                    }
+                })
+                .boxed()
+        };
+        let batches = reader.read(tasks).map_err(iceberg_to_df)?.stream();
         let output_schema = self.output_schema.clone();
-        let count_only = self.parts.project_field_ids.is_empty();
+        let id_schema = self.id_schema.clone();
+        let project_field_ids = self.parts.project_field_ids.clone();
+        let count_only = project_field_ids.is_empty();
         let stream = batches.map(move |batch| {
-            let batch = batch.map_err(iceberg_to_df)?;
+            let mut batch = batch.map_err(iceberg_to_df)?;
+            if !reshaped.is_empty() {
+                batch = fit_reshaped(batch, &project_field_ids, &reshaped, &id_schema)?;
+            }
             conform(batch, &output_schema, count_only)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
@@ -359,6 +401,38 @@ impl ExecutionPlan for IcebergScanExec {
             stream,
         )))
     }
+}
+
+/// Fits the reshaped columns of a batch (read in their file's shape) to the table's
+/// types by field id.
+fn fit_reshaped(
+    batch: RecordBatch,
+    project_field_ids: &[i32],
+    reshaped: &[i32],
+    id_schema: &SchemaRef,
+) -> DfResult<RecordBatch> {
+    let mut columns = batch.columns().to_vec();
+    for (i, id) in project_field_ids.iter().enumerate() {
+        if !reshaped.contains(id) {
+            continue;
+        }
+        let (Some(column), Some(field)) = (columns.get_mut(i), id_schema.fields().get(i)) else {
+            return internal_err!("IcebergScanExec: batch lacks reshaped column {id}");
+        };
+        *column = conform_by_field_id(column, field.data_type())?;
+    }
+    let fields: Vec<_> = id_schema
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+        .collect();
+    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::new(datafusion::arrow::datatypes::Schema::new(fields)),
+        columns,
+        &options,
+    )?)
 }
 
 /// Gives a batch from the reader exactly the node's declared schema.
