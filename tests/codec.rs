@@ -9,11 +9,12 @@ use datafusion::physical_plan::empty::EmptyExec;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use floe::catalog::StorageSpec;
 use floe::codec::FloePhysicalCodec;
+use floe::table::constants;
 use floe::table::plan_schema;
 use floe::table::scan::{IcebergScanExec, ScanParts, group_tasks};
 use floe::table::write::{IcebergWriteExec, WriteSpec};
 use iceberg::expr::{Bind, Reference};
-use iceberg::spec::{Datum, FormatVersion, PartitionSpec, Struct, Transform};
+use iceberg::spec::{Datum, FormatVersion, PartitionSpec, PrimitiveLiteral, Struct, Transform};
 
 use crate::support::{position_delete, schema, task};
 
@@ -54,7 +55,11 @@ fn scan_node_decodes_to_the_same_partitions_and_tasks() {
     with_deletes.deletes = vec![position_delete("file:///wh/t/data/b-deletes.parquet")];
     let mut with_partition = task("file:///wh/t/data/c.parquet", 300);
     with_partition.partition = Some(Struct::empty());
+    let mut with_constants = task("file:///wh/t/data/f.parquet", 10);
+    let identity = vec![(2, PrimitiveLiteral::String("eu".into()))];
+    constants::attach(&mut with_constants, &identity, &schema()).expect("attaches");
     let tasks = vec![
+        with_constants,
         task("file:///wh/t/data/a.parquet", 1000),
         with_deletes,
         with_partition,
@@ -91,8 +96,16 @@ fn scan_node_decodes_to_the_same_partitions_and_tasks() {
             .groups
             .iter()
             .flatten()
-            .all(|t| t.partition.is_none())
+            .all(|t| t.partition.is_none() == t.partition_spec.is_none())
     );
+    let carried: Vec<_> = decoded
+        .groups
+        .iter()
+        .flatten()
+        .map(constants::attached)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(carried, vec![identity]);
     let deletes: Vec<_> = decoded
         .groups
         .iter()

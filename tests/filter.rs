@@ -99,3 +99,15 @@ fn promoted_columns_take_only_null_checks() {
     assert!(to_predicate(&col("id").is_null(), &columns).is_some());
     assert!(to_predicate(&col("name").eq(lit("x")), &columns).is_some());
 }
+
+#[test]
+fn excluded_columns_are_never_referenced() {
+    let current = schema();
+    let columns = Columns::new(&current, []).excluding([2]);
+    assert!(to_predicate(&col("name").eq(lit("x")), &columns).is_none());
+    assert!(to_predicate(&col("name").is_not_null(), &columns).is_none());
+    let both = col("id").gt(lit(5i64)).or(col("name").is_null());
+    assert!(to_predicate(&both, &columns).is_none());
+    let p = filters_to_predicate(&[col("id").gt(lit(5i64)), col("name").is_null()], &columns);
+    assert_eq!(p.expect("some").to_string(), "id > 5");
+}

@@ -179,3 +179,71 @@ def test_nested_fields_match_by_id_in_lists_after_swapped_names_and_promotion(cu
         update.add_column(("l", "element", "c"), StringType())
     rows = query(cur, f"SELECT id, l FROM {name}").to_pylist()
     assert rows == [{"id": 1, "l": [{"b": 1, "a": 2, "c": None}, None]}]
+
+
+def _add_data_file(table, path, partition, record_count):
+    """Registers a Parquet file with the given partition tuple, as migrations do."""
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    data_file = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=Record(*partition),
+        record_count=record_count,
+        file_size_in_bytes=len(table.io.new_input(path)),
+        spec_id=table.metadata.default_spec_id,
+    )
+    with table.transaction() as tx:
+        with tx.update_snapshot().fast_append() as append:
+            append.append_data_file(data_file)
+
+
+def test_identity_partition_values_fill_columns_missing_from_files(cur, catalog, schema, tmp_path):
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.table.name_mapping import create_mapping_from_schema
+    from pyiceberg.transforms import IdentityTransform
+
+    iceberg_schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "region", StringType(), required=False),
+        NestedField(3, "year", IntegerType(), required=False),
+    )
+    spec = PartitionSpec(
+        PartitionField(2, 1000, IdentityTransform(), "region"),
+        PartitionField(3, 1001, IdentityTransform(), "year"),
+    )
+    name = f"{schema}.migrated"
+    table = catalog.create_table(name, iceberg_schema, partition_spec=spec)
+    with table.transaction() as tx:
+        tx.set_properties(
+            **{"schema.name-mapping.default": create_mapping_from_schema(iceberg_schema).model_dump_json()}
+        )
+    table = catalog.load_table(name)
+
+    # With field ids, without the partition columns.
+    with_ids = tmp_path / "eu-2024.parquet"
+    ids_schema = pa.schema([pa.field("id", pa.int64(), metadata={"PARQUET:field_id": "1"})])
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}, schema=ids_schema), with_ids)
+    _add_data_file(table, f"file://{with_ids}", ("eu", 2024), 2)
+    # Without field ids (read through the name mapping), one partition column present.
+    table = catalog.load_table(name)
+    no_ids = tmp_path / "us-2023.parquet"
+    pq.write_table(pa.table({"id": pa.array([3], pa.int64()), "year": pa.array([2023], pa.int32())}), no_ids)
+    _add_data_file(table, f"file://{no_ids}", ("us", 2023), 1)
+
+    rows = query(cur, f"SELECT id, region, year FROM {name} ORDER BY id").to_pylist()
+    assert rows == [
+        {"id": 1, "region": "eu", "year": 2024},
+        {"id": 2, "region": "eu", "year": 2024},
+        {"id": 3, "region": "us", "year": 2023},
+    ]
+    assert query(cur, f"SELECT id FROM {name} WHERE region = 'eu' AND year > 2000 ORDER BY id").to_pylist() == [
+        {"id": 1},
+        {"id": 2},
+    ]
+    assert query(cur, f"SELECT region, count(*) AS n FROM {name} GROUP BY region ORDER BY region").to_pylist() == [
+        {"region": "eu", "n": 2},
+        {"region": "us", "n": 1},
+    ]

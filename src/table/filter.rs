@@ -12,6 +12,10 @@
 //! in the old type) and their values (the literal cast to the file's type, NULL when it
 //! does not fit) wrongly against a literal of the new type, so such a column takes only
 //! `IS [NOT] NULL`.
+//!
+//! The reader evaluates a predicate on a column its file lacks as if the column were
+//! NULL, but such a column may have a value: an identity-partition value or an initial
+//! default. The predicate given to the reader leaves those columns out entirely.
 
 use std::collections::HashSet;
 
@@ -27,6 +31,7 @@ use super::changed_field_ids;
 pub struct Columns<'a> {
     schema: &'a Schema,
     promoted: HashSet<i32>,
+    excluded: HashSet<i32>,
 }
 
 impl<'a> Columns<'a> {
@@ -34,7 +39,17 @@ impl<'a> Columns<'a> {
     /// one of them).
     pub fn new<'h>(schema: &'a Schema, history: impl IntoIterator<Item = &'h Schema>) -> Self {
         let promoted = changed_field_ids(schema, history);
-        Self { schema, promoted }
+        Self {
+            schema,
+            promoted,
+            excluded: HashSet::new(),
+        }
+    }
+
+    /// The same columns without `ids`, which no translation will reference.
+    pub fn excluding(mut self, ids: impl IntoIterator<Item = i32>) -> Self {
+        self.excluded.extend(ids);
+        self
     }
 }
 
@@ -108,6 +123,9 @@ fn reference(expr: &Expr, columns: &Columns) -> Option<(Reference, PrimitiveType
         return None;
     };
     let field = columns.schema.field_by_name(&column.name)?;
+    if columns.excluded.contains(&field.id) {
+        return None;
+    }
     // Only top-level fields: a nested field of the same name must not match.
     columns.schema.as_struct().field_by_id(field.id)?;
     match field.field_type.as_ref() {

@@ -2,6 +2,7 @@
 //! write nodes, filter translation and the coordinator-side commit.
 
 pub mod commit;
+pub mod constants;
 pub mod filter;
 pub mod nested;
 pub mod provider;

@@ -25,11 +25,13 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 use iceberg::arrow::ArrowReaderBuilder;
+use iceberg::expr::Bind;
 use iceberg::expr::BoundPredicate;
 use iceberg::scan::FileScanTask;
-use iceberg::spec::{NameMapping, SchemaRef as IcebergSchemaRef};
+use iceberg::spec::{NameMapping, Schema, SchemaRef as IcebergSchemaRef, Transform};
 use iceberg::table::Table;
 
+use super::constants;
 use super::filter::{Columns, filters_to_predicate};
 use super::nested::with_file_shapes;
 use super::{changed_field_ids, projected_arrow_schema, projected_id_schema};
@@ -97,9 +99,11 @@ impl IcebergScanExec {
             task.predicate = parts.predicate.clone();
             task.name_mapping = name_mapping.clone();
             task.case_sensitive = parts.case_sensitive;
-            // Not serialisable in iceberg 0.10.1, and unused by the reader without a spec.
-            task.partition = None;
-            task.partition_spec = None;
+            // A planned tuple without a spec is unused by the reader and does not
+            // serialise; identity constants come with a spec (see `constants`).
+            if task.partition_spec.is_none() {
+                task.partition = None;
+            }
         }
         let properties = Arc::new(PlanProperties::new(
             EquivalenceProperties::new(output_schema.clone()),
@@ -191,13 +195,15 @@ pub async fn plan_scan(
     // so a name can never resolve to a different field than the SQL meant (a renamed
     // or re-added column binds by the current name to its current field id).
     let same_schema = snapshot_schema.schema_id() == schema.schema_id();
-    let predicate = if same_schema {
-        filters_to_predicate(
-            filters,
-            &Columns::new(&schema, metadata.schemas_iter().map(|s| s.as_ref())),
+    let (predicate, read_predicate) = if same_schema {
+        let columns = || Columns::new(&schema, metadata.schemas_iter().map(|s| s.as_ref()));
+        let read_columns = columns().excluding(filled_without_file(metadata, &schema));
+        (
+            filters_to_predicate(filters, &columns()),
+            filters_to_predicate(filters, &read_columns),
         )
     } else {
-        None
+        (None, None)
     };
     let select: Vec<String> = parts
         .project_field_ids
@@ -214,12 +220,36 @@ pub async fn plan_scan(
     if let Some(predicate) = predicate.clone() {
         builder = builder.with_filter(predicate);
     }
-    let tasks: Vec<FileScanTask> = builder.build()?.plan_files().await?.try_collect().await?;
+    let mut tasks: Vec<FileScanTask> = builder.build()?.plan_files().await?.try_collect().await?;
+    for task in &mut tasks {
+        let identity = constants::planned_constants(task, metadata, &schema);
+        constants::attach(task, &identity, &schema)?;
+    }
     guard_against_lost_files(&tasks, predicate.is_some(), snapshot.summary())?;
 
-    parts.predicate = tasks.first().and_then(|t| t.predicate.clone());
+    parts.predicate = read_predicate
+        .map(|p| p.bind(schema.clone(), parts.case_sensitive))
+        .transpose()?;
     let groups = group_tasks(tasks, target_partitions);
     IcebergScanExec::try_new(parts, groups)
+}
+
+/// Fields the reader may fill without reading them from a file: identity-partition
+/// sources and fields with an initial default.
+fn filled_without_file(metadata: &iceberg::spec::TableMetadata, schema: &Schema) -> Vec<i32> {
+    let partition_sources = metadata.partition_specs_iter().flat_map(|spec| {
+        spec.fields()
+            .iter()
+            .filter(|f| f.transform == Transform::Identity)
+            .map(|f| f.source_id)
+    });
+    let defaults = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .filter(|f| f.initial_default.is_some())
+        .map(|f| f.id);
+    partition_sources.chain(defaults).collect()
 }
 
 /// Iceberg's planner returns an empty stream, not an error, when its runtime is gone:
