@@ -129,8 +129,12 @@ pub fn field_id(field: &Field) -> Option<i32> {
 
 /// `array` as `target`, both labelled with Iceberg field ids: nested fields are matched
 /// by id (whatever their names and order), fields the array lacks are NULL, fields the
-/// target lacks are dropped, and leaves are cast.
+/// target lacks are dropped, and leaves are cast. An array of NULLs only is NULLs of
+/// any type.
 pub fn conform_by_field_id(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, ArrowError> {
+    if array.logical_null_count() == array.len() && array.data_type() != target {
+        return Ok(new_null_array(target, array.len()));
+    }
     match (array.data_type(), target) {
         (DataType::Struct(source_fields), DataType::Struct(target_fields)) => {
             let source = array.as_struct();

@@ -247,3 +247,31 @@ def test_identity_partition_values_fill_columns_missing_from_files(cur, catalog,
         {"region": "eu", "n": 2},
         {"region": "us", "n": 1},
     ]
+
+
+def test_list_and_map_columns_added_later_read_as_null_from_old_files(cur, catalog, schema):
+    from pyiceberg.types import ListType, MapType
+
+    name = f"{schema}.nested_columns_added"
+    table = catalog.create_table(name, Schema(NestedField(1, "id", LongType(), required=False)))
+    table.append(pa.table({"id": pa.array([1], pa.int64())}))
+    with table.update_schema() as update:
+        update.add_column("l", ListType(3, IntegerType(), element_required=False))
+        update.add_column("m", MapType(4, StringType(), 5, IntegerType(), value_required=False))
+        update.add_column("st", StructType(NestedField(6, "a", ListType(7, IntegerType()), required=False)))
+    table = catalog.load_table(name)
+    table.append(
+        pa.table(
+            {
+                "id": pa.array([2], pa.int64()),
+                "l": pa.array([[1, None]], pa.list_(pa.int32())),
+                "m": pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int32())),
+                "st": pa.array([{"a": [5]}], pa.struct([pa.field("a", pa.list_(pa.field("element", pa.int32(), nullable=False)))])),
+            }
+        )
+    )
+    rows = query(cur, f"SELECT * FROM {name} ORDER BY id").to_pylist()
+    assert rows == [
+        {"id": 1, "l": None, "m": None, "st": None},
+        {"id": 2, "l": [1, None], "m": [("k", 1)], "st": {"a": [5]}},
+    ]

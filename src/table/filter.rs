@@ -24,8 +24,6 @@ use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::{Datum, PrimitiveType, Schema, Type};
 
-use super::changed_field_ids;
-
 /// The columns a predicate may reference: the schema filters are bound to, and the
 /// fields whose type changed in the table's history.
 pub struct Columns<'a> {
@@ -176,4 +174,24 @@ fn datum(expr: &Expr, ty: &PrimitiveType, op: Operator) -> Option<Datum> {
         }
         _ => return None,
     })
+}
+
+/// Top-level fields of `schema` whose type (with everything nested in it) differs in
+/// some schema of `history`: older data files hold them in another shape.
+fn changed_field_ids<'h>(
+    schema: &Schema,
+    history: impl IntoIterator<Item = &'h Schema>,
+) -> HashSet<i32> {
+    let mut changed = HashSet::new();
+    for old in history {
+        for field in schema.as_struct().fields() {
+            if old
+                .field_by_id(field.id)
+                .is_some_and(|f| f.field_type != field.field_type)
+            {
+                changed.insert(field.id);
+            }
+        }
+    }
+    changed
 }

@@ -9,7 +9,6 @@ pub mod provider;
 pub mod scan;
 pub mod write;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
@@ -54,26 +53,6 @@ fn project(full: SchemaRef, schema: &Schema, field_ids: &[i32]) -> Result<Schema
         full.project(&indices)
             .map_err(|e| FloeError::internal(e.to_string()))?,
     ))
-}
-
-/// Top-level fields of `schema` whose type (with everything nested in it) differs in
-/// some schema of `history`: older data files hold them in another shape.
-pub fn changed_field_ids<'h>(
-    schema: &Schema,
-    history: impl IntoIterator<Item = &'h Schema>,
-) -> HashSet<i32> {
-    let mut changed = HashSet::new();
-    for old in history {
-        for field in schema.as_struct().fields() {
-            if old
-                .field_by_id(field.id)
-                .is_some_and(|f| f.field_type != field.field_type)
-            {
-                changed.insert(field.id);
-            }
-        }
-    }
-    changed
 }
 
 /// Where new data files of a table go: `write.data.path`, else `<location>/data`.

@@ -6,8 +6,11 @@
 //! field was added and silently mixes up fields after a rename. So for these columns
 //! the reader is asked for the file's own shape (restricted to the field ids the table
 //! still has), and [`crate::arrow_compat::conform_by_field_id`] fits the result to the
-//! table's type by field id.
+//! table's type by field id. A file without the column at all reads it through a
+//! primitive stand-in (the reader cannot make NULL lists or maps), which the fitting
+//! turns into NULLs of the table's type.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::Schema as ArrowSchema;
@@ -16,10 +19,38 @@ use datafusion::parquet::arrow::parquet_to_arrow_schema;
 use iceberg::arrow::{ArrowFileReader, arrow_schema_to_schema};
 use iceberg::io::{FileIO, FileMetadata};
 use iceberg::scan::FileScanTask;
-use iceberg::spec::{ListType, MapType, NestedField, Schema, StructType, Type};
+use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, Schema, StructType, Type};
 
 use crate::arrow_compat::field_id;
 use crate::error::{FloeError, Result};
+
+/// The projected nested fields some data file may hold in another shape or not at all:
+/// their type differs in, or they are missing from, an older schema.
+pub fn reshaped_fields<'h>(
+    schema: &Schema,
+    history: impl IntoIterator<Item = &'h Schema>,
+    projected: &[i32],
+) -> Vec<i32> {
+    let mut reshaped = HashSet::new();
+    for old in history {
+        for id in projected {
+            let Some(field) = schema.field_by_id(*id) else {
+                continue;
+            };
+            let differs = old
+                .field_by_id(*id)
+                .is_none_or(|f| f.field_type != field.field_type);
+            if !field.field_type.is_primitive() && differs {
+                reshaped.insert(*id);
+            }
+        }
+    }
+    projected
+        .iter()
+        .copied()
+        .filter(|id| reshaped.contains(id))
+        .collect()
+}
 
 /// `task` reading the `reshaped` top-level fields in the shape its file holds them.
 pub async fn with_file_shapes(
@@ -51,28 +82,21 @@ pub async fn with_file_shapes(
             continue;
         }
         // Files without field ids (read through a name mapping) keep the table's shape.
-        let Some(file_field) = file_arrow
+        if !file_arrow.fields().iter().any(|f| field_id(f).is_some()) {
+            break;
+        }
+        let file_type = file_arrow
             .fields()
             .iter()
             .find(|f| field_id(f) == Some(field.id))
-        else {
-            continue;
-        };
-        let Ok(file_schema) = arrow_schema_to_schema(&ArrowSchema::new(vec![file_field.clone()]))
-        else {
-            continue;
-        };
-        let Some(file_type) = file_schema
-            .field_by_id(field.id)
-            .map(|f| f.field_type.clone())
-        else {
-            continue;
-        };
-        if let Some(shape) = restrict(&file_type, &field.field_type) {
-            let mut reshaped_field = field.as_ref().clone();
-            reshaped_field.field_type = Box::new(shape);
-            *field = Arc::new(reshaped_field);
-        }
+            .and_then(|f| arrow_schema_to_schema(&ArrowSchema::new(vec![f.clone()])).ok())
+            .and_then(|s| s.field_by_id(field.id).map(|f| f.field_type.clone()));
+        let shape = file_type
+            .and_then(|t| restrict(&t, &field.field_type))
+            .unwrap_or(Type::Primitive(PrimitiveType::Boolean));
+        let mut reshaped_field = field.as_ref().clone();
+        reshaped_field.field_type = Box::new(shape);
+        *field = Arc::new(reshaped_field);
     }
     let schema = Schema::builder()
         .with_schema_id(task.schema.schema_id())

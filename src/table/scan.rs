@@ -33,8 +33,8 @@ use iceberg::table::Table;
 
 use super::constants;
 use super::filter::{Columns, filters_to_predicate};
-use super::nested::with_file_shapes;
-use super::{changed_field_ids, projected_arrow_schema, projected_id_schema};
+use super::nested::{reshaped_fields, with_file_shapes};
+use super::{projected_arrow_schema, projected_id_schema};
 use crate::arrow_compat::{conform_batch, conform_by_field_id};
 use crate::catalog::StorageSpec;
 use crate::error::{FloeError, Result, iceberg_to_df};
@@ -173,18 +173,11 @@ pub async fn plan_scan(
         case_sensitive: true,
         reshaped_field_ids: Vec::new(),
     };
-    let changed = changed_field_ids(&schema, metadata.schemas_iter().map(|s| s.as_ref()));
-    parts.reshaped_field_ids = parts
-        .project_field_ids
-        .iter()
-        .copied()
-        .filter(|id| changed.contains(id))
-        .filter(|id| {
-            schema
-                .field_by_id(*id)
-                .is_some_and(|f| !f.field_type.is_primitive())
-        })
-        .collect();
+    parts.reshaped_field_ids = reshaped_fields(
+        &schema,
+        metadata.schemas_iter().map(|s| s.as_ref()),
+        &parts.project_field_ids,
+    );
     let Some(snapshot) = metadata.current_snapshot() else {
         return IcebergScanExec::try_new(parts, vec![]);
     };
