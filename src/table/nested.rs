@@ -13,15 +13,18 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::Schema as ArrowSchema;
+use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::datatypes::{Schema as ArrowSchema, SchemaRef};
+use datafusion::common::internal_err;
 use datafusion::parquet::arrow::async_reader::AsyncFileReader;
 use datafusion::parquet::arrow::parquet_to_arrow_schema;
+use futures::StreamExt;
 use iceberg::arrow::{ArrowFileReader, arrow_schema_to_schema};
 use iceberg::io::{FileIO, FileMetadata};
-use iceberg::scan::FileScanTask;
+use iceberg::scan::{FileScanTask, FileScanTaskStream};
 use iceberg::spec::{ListType, MapType, NestedField, PrimitiveType, Schema, StructType, Type};
 
-use crate::arrow_compat::field_id;
+use crate::arrow_compat::{conform_by_field_id, field_id};
 use crate::error::{FloeError, Result};
 
 /// The projected nested fields some data file may hold in another shape or not at all:
@@ -52,8 +55,58 @@ pub fn reshaped_fields<'h>(
         .collect()
 }
 
+/// The tasks, each reading the `reshaped` fields in the shape its file holds them.
+pub fn in_file_shapes(
+    tasks: Vec<FileScanTask>,
+    reshaped: Arc<Vec<i32>>,
+    file_io: FileIO,
+) -> FileScanTaskStream {
+    futures::stream::iter(tasks)
+        .then(move |task| {
+            let (file_io, reshaped) = (file_io.clone(), reshaped.clone());
+            async move {
+                with_file_shapes(task, &reshaped, &file_io)
+                    .await
+                    .map_err(|e| iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string()))
+            }
+        })
+        .boxed()
+}
+
+/// Fits the reshaped columns of a batch (read in their file's shape) to the table's
+/// types by field id.
+pub fn fit_reshaped(
+    batch: RecordBatch,
+    project_field_ids: &[i32],
+    reshaped: &[i32],
+    id_schema: &SchemaRef,
+) -> datafusion::common::Result<RecordBatch> {
+    let mut columns = batch.columns().to_vec();
+    for (i, id) in project_field_ids.iter().enumerate() {
+        if !reshaped.contains(id) {
+            continue;
+        }
+        let (Some(column), Some(field)) = (columns.get_mut(i), id_schema.fields().get(i)) else {
+            return internal_err!("IcebergScanExec: batch lacks reshaped column {id}");
+        };
+        *column = conform_by_field_id(column, field.data_type())?;
+    }
+    let fields: Vec<_> = id_schema
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+        .collect();
+    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::new(ArrowSchema::new(fields)),
+        columns,
+        &options,
+    )?)
+}
+
 /// `task` reading the `reshaped` top-level fields in the shape its file holds them.
-pub async fn with_file_shapes(
+async fn with_file_shapes(
     mut task: FileScanTask,
     reshaped: &[i32],
     file_io: &FileIO,
@@ -76,14 +129,14 @@ pub async fn with_file_shapes(
         parquet_to_arrow_schema(file_meta.schema_descr(), file_meta.key_value_metadata())
             .map_err(|e| FloeError::internal(format!("schema of {}: {e}", task.data_file_path)))?;
 
+    // Files without field ids (read through a name mapping) keep the table's shape.
+    if !file_arrow.fields().iter().any(|f| field_id(f).is_some()) {
+        return Ok(task);
+    }
     let mut fields: Vec<Arc<NestedField>> = task.schema.as_struct().fields().to_vec();
     for field in fields.iter_mut() {
         if !reshaped.contains(&field.id) {
             continue;
-        }
-        // Files without field ids (read through a name mapping) keep the table's shape.
-        if !file_arrow.fields().iter().any(|f| field_id(f).is_some()) {
-            break;
         }
         let file_type = file_arrow
             .fields()

@@ -33,9 +33,9 @@ use iceberg::table::Table;
 
 use super::constants;
 use super::filter::{Columns, filters_to_predicate};
-use super::nested::{reshaped_fields, with_file_shapes};
+use super::nested::{fit_reshaped, in_file_shapes, reshaped_fields};
 use super::{projected_arrow_schema, projected_id_schema};
-use crate::arrow_compat::{conform_batch, conform_by_field_id};
+use crate::arrow_compat::conform_batch;
 use crate::catalog::StorageSpec;
 use crate::error::{FloeError, Result, iceberg_to_df};
 
@@ -392,20 +392,7 @@ impl ExecutionPlan for IcebergScanExec {
         let tasks = if reshaped.is_empty() {
             futures::stream::iter(tasks.into_iter().map(Ok)).boxed()
         } else {
-            let file_io = self.parts.storage.file_io();
-            let reshaped = reshaped.clone();
-            futures::stream::iter(tasks)
-                .then(move |task| {
-                    let (file_io, reshaped) = (file_io.clone(), reshaped.clone());
-                    async move {
-                        with_file_shapes(task, &reshaped, &file_io)
-                            .await
-                            .map_err(|e| {
-                                iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.to_string())
-                            })
-                    }
-                })
-                .boxed()
+            in_file_shapes(tasks, reshaped.clone(), self.parts.storage.file_io())
         };
         let batches = reader.read(tasks).map_err(iceberg_to_df)?.stream();
         let output_schema = self.output_schema.clone();
@@ -424,38 +411,6 @@ impl ExecutionPlan for IcebergScanExec {
             stream,
         )))
     }
-}
-
-/// Fits the reshaped columns of a batch (read in their file's shape) to the table's
-/// types by field id.
-fn fit_reshaped(
-    batch: RecordBatch,
-    project_field_ids: &[i32],
-    reshaped: &[i32],
-    id_schema: &SchemaRef,
-) -> DfResult<RecordBatch> {
-    let mut columns = batch.columns().to_vec();
-    for (i, id) in project_field_ids.iter().enumerate() {
-        if !reshaped.contains(id) {
-            continue;
-        }
-        let (Some(column), Some(field)) = (columns.get_mut(i), id_schema.fields().get(i)) else {
-            return internal_err!("IcebergScanExec: batch lacks reshaped column {id}");
-        };
-        *column = conform_by_field_id(column, field.data_type())?;
-    }
-    let fields: Vec<_> = id_schema
-        .fields()
-        .iter()
-        .zip(&columns)
-        .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
-        .collect();
-    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    Ok(RecordBatch::try_new_with_options(
-        Arc::new(datafusion::arrow::datatypes::Schema::new(fields)),
-        columns,
-        &options,
-    )?)
 }
 
 /// Gives a batch from the reader exactly the node's declared schema.
