@@ -159,7 +159,9 @@ def _atom(rng):
     if kind < 0.12:
         return f"{column} IS {rng.choice(['', 'NOT '])}NULL"
     if kind < 0.25:
-        values = ", ".join(_literal(rng, column) for _ in range(rng.randint(1, 4)))
+        # Long lists stay IN lists; DataFusion turns short ones into ORs of equalities.
+        count = rng.randint(20, 40) if rng.random() < 0.3 else rng.randint(1, 4)
+        values = ", ".join(_literal(rng, column) for _ in range(count))
         if rng.random() < 0.2:
             values += ", NULL"
         return f"{column} {rng.choice(['', 'NOT '])}IN ({values})"
