@@ -275,3 +275,29 @@ def test_list_and_map_columns_added_later_read_as_null_from_old_files(cur, catal
         {"id": 1, "l": None, "m": None, "st": None},
         {"id": 2, "l": [1, None], "m": [("k", 1)], "st": {"a": [5]}},
     ]
+
+
+def test_identity_partition_value_from_before_promotion_is_widened(cur, catalog, schema, tmp_path):
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    name = f"{schema}.migrated_promoted"
+    table = catalog.create_table(
+        name,
+        Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "year", IntegerType(), required=False)),
+        partition_spec=PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "year")),
+    )
+    path = tmp_path / "old.parquet"
+    ids_schema = pa.schema([pa.field("id", pa.int64(), metadata={"PARQUET:field_id": "1"})])
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64())}, schema=ids_schema), path)
+    _add_data_file(table, f"file://{path}", (2024,), 1)
+    with catalog.load_table(name).update_schema() as update:
+        update.update_column("year", LongType())
+    catalog.load_table(name).append(
+        pa.table({"id": pa.array([2], pa.int64()), "year": pa.array([5_000_000_000], pa.int64())})
+    )
+    assert query(cur, f"SELECT * FROM {name} ORDER BY id").to_pylist() == [
+        {"id": 1, "year": 2024},
+        {"id": 2, "year": 5_000_000_000},
+    ]
+    assert query(cur, f"SELECT id FROM {name} WHERE year > 2000 ORDER BY id").to_pylist() == [{"id": 1}, {"id": 2}]
