@@ -8,10 +8,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayData, ArrayRef, RecordBatch, make_array};
+use datafusion::arrow::array::{
+    Array, ArrayData, ArrayRef, AsArray, LargeListArray, ListArray, MapArray, RecordBatch,
+    StructArray, make_array, new_null_array,
+};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
+use datafusion::parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 /// The same schema without any field metadata, at any depth.
 pub fn strip_metadata(schema: &Schema) -> SchemaRef {
@@ -112,4 +116,77 @@ fn relabel(data: &ArrayData, target: &DataType) -> Result<ArrayData, ArrowError>
         .data_type(target.clone())
         .child_data(children)
         .build()
+}
+
+/// The Iceberg field id an Arrow field is labelled with.
+pub fn field_id(field: &Field) -> Option<i32> {
+    field
+        .metadata()
+        .get(PARQUET_FIELD_ID_META_KEY)?
+        .parse()
+        .ok()
+}
+
+/// `array` as `target`, both labelled with Iceberg field ids: nested fields are matched
+/// by id (whatever their names and order), fields the array lacks are NULL, fields the
+/// target lacks are dropped, and leaves are cast. An array of NULLs only is NULLs of
+/// any type.
+pub fn conform_by_field_id(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, ArrowError> {
+    if array.logical_null_count() == array.len() && array.data_type() != target {
+        return Ok(new_null_array(target, array.len()));
+    }
+    match (array.data_type(), target) {
+        (DataType::Struct(source_fields), DataType::Struct(target_fields)) => {
+            let source = array.as_struct();
+            let columns = target_fields
+                .iter()
+                .map(|t| {
+                    let found = source_fields
+                        .iter()
+                        .position(|s| field_id(s).is_some_and(|id| Some(id) == field_id(t)));
+                    match found {
+                        Some(i) => conform_by_field_id(source.column(i), t.data_type()),
+                        None => Ok(new_null_array(t.data_type(), source.len())),
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Arc::new(StructArray::try_new_with_length(
+                target_fields.clone(),
+                columns,
+                source.nulls().cloned(),
+                source.len(),
+            )?))
+        }
+        (DataType::List(_), DataType::List(element)) => {
+            let list = array.as_list::<i32>();
+            Ok(Arc::new(ListArray::try_new(
+                element.clone(),
+                list.offsets().clone(),
+                conform_by_field_id(list.values(), element.data_type())?,
+                list.nulls().cloned(),
+            )?))
+        }
+        (DataType::LargeList(_), DataType::LargeList(element)) => {
+            let list = array.as_list::<i64>();
+            Ok(Arc::new(LargeListArray::try_new(
+                element.clone(),
+                list.offsets().clone(),
+                conform_by_field_id(list.values(), element.data_type())?,
+                list.nulls().cloned(),
+            )?))
+        }
+        (DataType::Map(_, _), DataType::Map(entries, sorted)) => {
+            let map = array.as_map();
+            let fitted: ArrayRef = Arc::new(map.entries().clone());
+            let fitted = conform_by_field_id(&fitted, entries.data_type())?;
+            Ok(Arc::new(MapArray::try_new(
+                entries.clone(),
+                map.offsets().clone(),
+                fitted.as_struct().clone(),
+                map.nulls().cloned(),
+                *sorted,
+            )?))
+        }
+        _ => conform_array(array, target),
+    }
 }

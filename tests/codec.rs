@@ -9,11 +9,12 @@ use datafusion::physical_plan::empty::EmptyExec;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use floe::catalog::StorageSpec;
 use floe::codec::FloePhysicalCodec;
+use floe::table::constants;
 use floe::table::plan_schema;
 use floe::table::scan::{IcebergScanExec, ScanParts, group_tasks};
 use floe::table::write::{IcebergWriteExec, WriteSpec};
 use iceberg::expr::{Bind, Reference};
-use iceberg::spec::{Datum, FormatVersion, PartitionSpec, Struct, Transform};
+use iceberg::spec::{Datum, FormatVersion, PartitionSpec, PrimitiveLiteral, Struct, Transform};
 
 use crate::support::{position_delete, schema, task};
 
@@ -32,6 +33,7 @@ fn scan_parts() -> ScanParts {
             props: HashMap::from([("s3.region".to_string(), "eu-west-1".to_string())]),
         },
         case_sensitive: true,
+        reshaped_field_ids: vec![2],
     }
 }
 
@@ -53,7 +55,11 @@ fn scan_node_decodes_to_the_same_partitions_and_tasks() {
     with_deletes.deletes = vec![position_delete("file:///wh/t/data/b-deletes.parquet")];
     let mut with_partition = task("file:///wh/t/data/c.parquet", 300);
     with_partition.partition = Some(Struct::empty());
+    let mut with_constants = task("file:///wh/t/data/f.parquet", 10);
+    let identity = vec![(2, PrimitiveLiteral::String("eu".into()))];
+    constants::attach(&mut with_constants, &identity, &schema()).expect("attaches");
     let tasks = vec![
+        with_constants,
         task("file:///wh/t/data/a.parquet", 1000),
         with_deletes,
         with_partition,
@@ -81,6 +87,7 @@ fn scan_node_decodes_to_the_same_partitions_and_tasks() {
     assert_eq!(decoded.parts.predicate, scan.parts.predicate);
     assert_eq!(decoded.parts.storage, scan.parts.storage);
     assert_eq!(decoded.parts.project_field_ids, vec![2, 1]);
+    assert_eq!(decoded.parts.reshaped_field_ids, vec![2]);
     let first = &decoded.groups[0][0];
     assert_eq!(first.project_field_ids, vec![2, 1]);
     assert!(first.name_mapping.is_some());
@@ -89,8 +96,16 @@ fn scan_node_decodes_to_the_same_partitions_and_tasks() {
             .groups
             .iter()
             .flatten()
-            .all(|t| t.partition.is_none())
+            .all(|t| t.partition.is_none() == t.partition_spec.is_none())
     );
+    let carried: Vec<_> = decoded
+        .groups
+        .iter()
+        .flatten()
+        .map(constants::attached)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(carried, vec![identity]);
     let deletes: Vec<_> = decoded
         .groups
         .iter()

@@ -2,19 +2,22 @@
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::logical_expr::{cast, col, lit, not};
-use floe::table::filter::{filters_to_predicate, to_predicate};
+use floe::table::filter::{Columns, filters_to_predicate, to_predicate};
+use std::sync::Arc;
+
+use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 
 use crate::support::schema;
 
 #[test]
 fn exact_comparisons_are_translated() {
-    let p = to_predicate(&col("id").gt(lit(5i64)), &schema()).expect("translated");
+    let p = to_predicate(&col("id").gt(lit(5i64)), &columns(&schema())).expect("translated");
     assert_eq!(p.to_string(), "id > 5");
-    let p = to_predicate(&lit(5i64).lt(col("id")), &schema()).expect("translated");
+    let p = to_predicate(&lit(5i64).lt(col("id")), &columns(&schema())).expect("translated");
     assert_eq!(p.to_string(), "id > 5");
     let p = to_predicate(
         &col("name").is_null().or(col("name").eq(lit("x"))),
-        &schema(),
+        &columns(&schema()),
     );
     assert!(p.is_some());
 }
@@ -23,11 +26,24 @@ fn exact_comparisons_are_translated() {
 fn partial_translations_are_never_negated_or_strengthened() {
     let like = col("name").like(lit("%x%"));
     // NOT (id > 5 AND name LIKE ..) must not become NOT (id > 5).
-    assert!(to_predicate(&not(col("id").gt(lit(5i64)).and(like.clone())), &schema()).is_none());
+    assert!(
+        to_predicate(
+            &not(col("id").gt(lit(5i64)).and(like.clone())),
+            &columns(&schema())
+        )
+        .is_none()
+    );
     // An OR with an untranslatable side says nothing.
-    assert!(to_predicate(&col("id").gt(lit(5i64)).or(like.clone()), &schema()).is_none());
+    assert!(
+        to_predicate(
+            &col("id").gt(lit(5i64)).or(like.clone()),
+            &columns(&schema())
+        )
+        .is_none()
+    );
     // Top-level conjuncts may be dropped (the rest is weaker than the filter).
-    let p = filters_to_predicate(&[col("id").gt(lit(5i64)), like], &schema()).expect("some");
+    let p =
+        filters_to_predicate(&[col("id").gt(lit(5i64)), like], &columns(&schema())).expect("some");
     assert_eq!(p.to_string(), "id > 5");
 }
 
@@ -36,12 +52,62 @@ fn casts_literal_type_mismatches_and_float_ranges_are_left_to_datafusion() {
     assert!(
         to_predicate(
             &cast(col("price"), DataType::Int32).eq(lit(1i32)),
-            &schema()
+            &columns(&schema())
         )
         .is_none()
     );
-    assert!(to_predicate(&col("id").eq(lit(5i32)), &schema()).is_none());
-    assert!(to_predicate(&col("price").gt(lit(1.5f64)), &schema()).is_none());
-    assert!(to_predicate(&col("price").eq(lit(f64::NAN)), &schema()).is_none());
-    assert!(to_predicate(&col("price").eq(lit(1.5f64)), &schema()).is_some());
+    assert!(to_predicate(&col("id").eq(lit(5i32)), &columns(&schema())).is_none());
+    assert!(to_predicate(&col("price").gt(lit(1.5f64)), &columns(&schema())).is_none());
+    assert!(to_predicate(&col("price").eq(lit(f64::NAN)), &columns(&schema())).is_none());
+    assert!(to_predicate(&col("price").eq(lit(1.5f64)), &columns(&schema())).is_some());
+}
+
+fn columns(schema: &Schema) -> Columns<'_> {
+    Columns::new(schema, [])
+}
+
+#[test]
+fn promoted_columns_take_only_null_checks() {
+    let current = schema();
+    // Schema 2 had `id` as int and `price` as float; `name` kept its type.
+    let old = Schema::builder()
+        .with_schema_id(2)
+        .with_fields(vec![
+            Arc::new(NestedField::required(
+                1,
+                "id",
+                Type::Primitive(PrimitiveType::Int),
+            )),
+            Arc::new(NestedField::optional(
+                2,
+                "name",
+                Type::Primitive(PrimitiveType::String),
+            )),
+            Arc::new(NestedField::optional(
+                3,
+                "price",
+                Type::Primitive(PrimitiveType::Float),
+            )),
+        ])
+        .build()
+        .expect("valid schema");
+    let columns = Columns::new(&current, [&old, current.as_ref()]);
+    assert!(to_predicate(&col("id").lt(lit(5i64)), &columns).is_none());
+    assert!(to_predicate(&col("id").eq(lit(5i64)), &columns).is_none());
+    assert!(to_predicate(&col("id").in_list(vec![lit(5i64)], false), &columns).is_none());
+    assert!(to_predicate(&col("price").eq(lit(1.5f64)), &columns).is_none());
+    assert!(to_predicate(&col("id").is_null(), &columns).is_some());
+    assert!(to_predicate(&col("name").eq(lit("x")), &columns).is_some());
+}
+
+#[test]
+fn excluded_columns_are_never_referenced() {
+    let current = schema();
+    let columns = Columns::new(&current, []).excluding([2]);
+    assert!(to_predicate(&col("name").eq(lit("x")), &columns).is_none());
+    assert!(to_predicate(&col("name").is_not_null(), &columns).is_none());
+    let both = col("id").gt(lit(5i64)).or(col("name").is_null());
+    assert!(to_predicate(&both, &columns).is_none());
+    let p = filters_to_predicate(&[col("id").gt(lit(5i64)), col("name").is_null()], &columns);
+    assert_eq!(p.expect("some").to_string(), "id > 5");
 }

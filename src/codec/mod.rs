@@ -15,6 +15,7 @@ use prost::Message;
 
 use crate::catalog::StorageSpec;
 use crate::error::{FloeError, Result};
+use crate::table::constants;
 use crate::table::scan::{IcebergScanExec, ScanParts};
 use crate::table::write::{IcebergWriteExec, WriteSpec};
 
@@ -103,6 +104,7 @@ pub fn encode_scan(scan: &IcebergScanExec) -> Result<proto::ScanNode> {
         storage: Some(encode_storage(&scan.parts.storage)),
         groups,
         case_sensitive: scan.parts.case_sensitive,
+        reshaped_field_ids: scan.parts.reshaped_field_ids.clone(),
     })
 }
 
@@ -115,6 +117,15 @@ fn encode_task(task: &FileScanTask) -> Result<proto::FileTask> {
         record_count: task.record_count,
         data_file_format: task.data_file_format.to_string(),
         deletes_json: task.deletes.iter().map(to_json).collect::<Result<_>>()?,
+        identity_constants: constants::attached(task)
+            .iter()
+            .map(|c| {
+                Ok(proto::PartitionConstant {
+                    field_id: c.0,
+                    value_json: constants::to_json(c, &task.schema)?,
+                })
+            })
+            .collect::<Result<_>>()?,
     })
 }
 
@@ -139,6 +150,7 @@ pub fn decode_scan(node: proto::ScanNode) -> Result<IcebergScanExec> {
         name_mapping: node.name_mapping_json,
         storage: decode_storage(node.storage),
         case_sensitive: node.case_sensitive,
+        reshaped_field_ids: node.reshaped_field_ids,
     };
     IcebergScanExec::try_new(parts, groups)
 }
@@ -146,7 +158,12 @@ pub fn decode_scan(node: proto::ScanNode) -> Result<IcebergScanExec> {
 /// The per-node parts (schema, projection, predicate) are re-attached by
 /// `IcebergScanExec::try_new`.
 fn decode_task(task: proto::FileTask, schema: &Arc<Schema>) -> Result<FileScanTask> {
-    Ok(FileScanTask {
+    let identity_constants = task
+        .identity_constants
+        .iter()
+        .map(|c| constants::from_json(c.field_id, &c.value_json, schema))
+        .collect::<Result<Vec<_>>>()?;
+    let mut decoded = FileScanTask {
         file_size_in_bytes: task.file_size_in_bytes,
         start: task.start,
         length: task.length,
@@ -168,7 +185,9 @@ fn decode_task(task: proto::FileTask, schema: &Arc<Schema>) -> Result<FileScanTa
         partition_spec: None,
         name_mapping: None,
         case_sensitive: true,
-    })
+    };
+    constants::attach(&mut decoded, &identity_constants, schema)?;
+    Ok(decoded)
 }
 
 fn encode_write(spec: &WriteSpec) -> Result<proto::WriteNode> {

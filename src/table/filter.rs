@@ -6,34 +6,73 @@
 //! a literal of exactly the column's type, `IS [NOT] NULL`, `IN`, and `AND`/`OR`/`NOT`
 //! over fully translated children. Everything else is left to DataFusion, which
 //! re-applies every filter anyway (pushdown is `Inexact`).
+//!
+//! A column whose type was promoted (int→long, float→double, wider decimal) is stored
+//! in its old type in older files. Iceberg 0.10.1 compares those files' bounds (decoded
+//! in the old type) and their values (the literal cast to the file's type, NULL when it
+//! does not fit) wrongly against a literal of the new type, so such a column takes only
+//! `IS [NOT] NULL`.
+//!
+//! The reader evaluates a predicate on a column its file lacks as if the column were
+//! NULL, but such a column may have a value: an identity-partition value or an initial
+//! default. The predicate given to the reader leaves those columns out entirely.
+
+use std::collections::HashSet;
 
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::{Datum, PrimitiveType, Schema, Type};
 
+/// The columns a predicate may reference: the schema filters are bound to, and the
+/// fields whose type changed in the table's history.
+pub struct Columns<'a> {
+    schema: &'a Schema,
+    promoted: HashSet<i32>,
+    excluded: HashSet<i32>,
+}
+
+impl<'a> Columns<'a> {
+    /// `schema` and every schema the table has had (its data files were written with
+    /// one of them).
+    pub fn new<'h>(schema: &'a Schema, history: impl IntoIterator<Item = &'h Schema>) -> Self {
+        let promoted = changed_field_ids(schema, history);
+        Self {
+            schema,
+            promoted,
+            excluded: HashSet::new(),
+        }
+    }
+
+    /// The same columns without `ids`, which no translation will reference.
+    pub fn excluding(mut self, ids: impl IntoIterator<Item = i32>) -> Self {
+        self.excluded.extend(ids);
+        self
+    }
+}
+
 /// The conjunction of the filters that translate exactly, or `None` if none does.
-pub fn filters_to_predicate(filters: &[Expr], schema: &Schema) -> Option<Predicate> {
+pub fn filters_to_predicate(filters: &[Expr], columns: &Columns) -> Option<Predicate> {
     filters
         .iter()
-        .filter_map(|f| to_predicate(f, schema))
+        .filter_map(|f| to_predicate(f, columns))
         .reduce(Predicate::and)
 }
 
 /// Exact translation of one expression, or `None`.
-pub fn to_predicate(expr: &Expr, schema: &Schema) -> Option<Predicate> {
+pub fn to_predicate(expr: &Expr, columns: &Columns) -> Option<Predicate> {
     match expr {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
-            Operator::And => Some(to_predicate(left, schema)?.and(to_predicate(right, schema)?)),
-            Operator::Or => Some(to_predicate(left, schema)?.or(to_predicate(right, schema)?)),
-            _ => comparison(left, *op, right, schema)
-                .or_else(|| comparison(right, flip(*op)?, left, schema)),
+            Operator::And => Some(to_predicate(left, columns)?.and(to_predicate(right, columns)?)),
+            Operator::Or => Some(to_predicate(left, columns)?.or(to_predicate(right, columns)?)),
+            _ => comparison(left, *op, right, columns)
+                .or_else(|| comparison(right, flip(*op)?, left, columns)),
         },
-        Expr::Not(inner) => Some(to_predicate(inner, schema)?.negate()),
-        Expr::IsNull(inner) => Some(reference(inner, schema)?.0.is_null()),
-        Expr::IsNotNull(inner) => Some(reference(inner, schema)?.0.is_not_null()),
+        Expr::Not(inner) => Some(to_predicate(inner, columns)?.negate()),
+        Expr::IsNull(inner) => Some(reference(inner, columns)?.0.is_null()),
+        Expr::IsNotNull(inner) => Some(reference(inner, columns)?.0.is_not_null()),
         Expr::InList(list) => {
-            let (column, ty) = reference(&list.expr, schema)?;
+            let (column, ty) = compared(&list.expr, columns)?;
             let values = list
                 .list
                 .iter()
@@ -50,8 +89,8 @@ pub fn to_predicate(expr: &Expr, schema: &Schema) -> Option<Predicate> {
 }
 
 /// `column op literal`.
-fn comparison(column: &Expr, op: Operator, literal: &Expr, schema: &Schema) -> Option<Predicate> {
-    let (column, ty) = reference(column, schema)?;
+fn comparison(column: &Expr, op: Operator, literal: &Expr, columns: &Columns) -> Option<Predicate> {
+    let (column, ty) = compared(column, columns)?;
     let value = datum(literal, &ty, op)?;
     Some(match op {
         Operator::Eq => column.equal_to(value),
@@ -76,18 +115,27 @@ fn flip(op: Operator) -> Option<Operator> {
     })
 }
 
-/// A bare top-level column of primitive type.
-fn reference(expr: &Expr, schema: &Schema) -> Option<(Reference, PrimitiveType)> {
+/// A bare top-level column of primitive type, with its field id.
+fn reference(expr: &Expr, columns: &Columns) -> Option<(Reference, PrimitiveType, i32)> {
     let Expr::Column(column) = expr else {
         return None;
     };
-    let field = schema.field_by_name(&column.name)?;
+    let field = columns.schema.field_by_name(&column.name)?;
+    if columns.excluded.contains(&field.id) {
+        return None;
+    }
     // Only top-level fields: a nested field of the same name must not match.
-    schema.as_struct().field_by_id(field.id)?;
+    columns.schema.as_struct().field_by_id(field.id)?;
     match field.field_type.as_ref() {
-        Type::Primitive(p) => Some((Reference::new(column.name.clone()), p.clone())),
+        Type::Primitive(p) => Some((Reference::new(column.name.clone()), p.clone(), field.id)),
         _ => None,
     }
+}
+
+/// A column that may be compared with a literal: one whose type never changed.
+fn compared(expr: &Expr, columns: &Columns) -> Option<(Reference, PrimitiveType)> {
+    let (column, ty, id) = reference(expr, columns)?;
+    (!columns.promoted.contains(&id)).then_some((column, ty))
 }
 
 /// The literal as an Iceberg datum of exactly the column's type.
@@ -126,4 +174,24 @@ fn datum(expr: &Expr, ty: &PrimitiveType, op: Operator) -> Option<Datum> {
         }
         _ => return None,
     })
+}
+
+/// Top-level fields of `schema` whose type (with everything nested in it) differs in
+/// some schema of `history`: older data files hold them in another shape.
+fn changed_field_ids<'h>(
+    schema: &Schema,
+    history: impl IntoIterator<Item = &'h Schema>,
+) -> HashSet<i32> {
+    let mut changed = HashSet::new();
+    for old in history {
+        for field in schema.as_struct().fields() {
+            if old
+                .field_by_id(field.id)
+                .is_some_and(|f| f.field_type != field.field_type)
+            {
+                changed.insert(field.id);
+            }
+        }
+    }
+    changed
 }

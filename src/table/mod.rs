@@ -2,7 +2,9 @@
 //! write nodes, filter translation and the coordinator-side commit.
 
 pub mod commit;
+pub mod constants;
 pub mod filter;
+pub mod nested;
 pub mod provider;
 pub mod scan;
 pub mod write;
@@ -29,7 +31,15 @@ pub fn plan_schema(schema: &Schema) -> Result<SchemaRef> {
 
 /// The plan schema of the given top-level fields of `schema`, in that order.
 pub fn projected_arrow_schema(schema: &Schema, field_ids: &[i32]) -> Result<SchemaRef> {
-    let full = plan_schema(schema)?;
+    project(plan_schema(schema)?, schema, field_ids)
+}
+
+/// As [`projected_arrow_schema`], with every (nested) field labelled with its field id.
+pub fn projected_id_schema(schema: &Schema, field_ids: &[i32]) -> Result<SchemaRef> {
+    project(arrow_schema(schema)?, schema, field_ids)
+}
+
+fn project(full: SchemaRef, schema: &Schema, field_ids: &[i32]) -> Result<SchemaRef> {
     let fields = schema.as_struct().fields();
     let indices = field_ids
         .iter()

@@ -25,13 +25,18 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 use iceberg::arrow::ArrowReaderBuilder;
+use iceberg::expr::Bind;
 use iceberg::expr::BoundPredicate;
 use iceberg::scan::FileScanTask;
-use iceberg::spec::{DataFileFormat, NameMapping, SchemaRef as IcebergSchemaRef};
+use iceberg::spec::{
+    DataFileFormat, NameMapping, Schema, SchemaRef as IcebergSchemaRef, Transform,
+};
 use iceberg::table::Table;
 
-use super::filter::filters_to_predicate;
-use super::projected_arrow_schema;
+use super::constants;
+use super::filter::{Columns, filters_to_predicate};
+use super::nested::{fit_reshaped, in_file_shapes, reshaped_fields};
+use super::{projected_arrow_schema, projected_id_schema};
 use crate::arrow_compat::conform_batch;
 use crate::catalog::StorageSpec;
 use crate::error::{FloeError, Result, iceberg_to_df};
@@ -46,6 +51,8 @@ pub struct IcebergScanExec {
     /// One group of tasks per output partition (at least one group).
     pub groups: Vec<Vec<FileScanTask>>,
     output_schema: SchemaRef,
+    /// The output columns labelled with field ids, for fitting reshaped columns.
+    id_schema: SchemaRef,
     properties: Arc<PlanProperties>,
 }
 
@@ -64,6 +71,9 @@ pub struct ScanParts {
     pub name_mapping: Option<String>,
     pub storage: StorageSpec,
     pub case_sensitive: bool,
+    /// Projected nested fields whose shape changed in the table's history (see
+    /// [`super::nested`]).
+    pub reshaped_field_ids: Vec<i32>,
 }
 
 impl IcebergScanExec {
@@ -71,6 +81,7 @@ impl IcebergScanExec {
     /// node's schema, projection, predicate and name mapping.
     pub fn try_new(parts: ScanParts, groups: Vec<Vec<FileScanTask>>) -> Result<Self> {
         let output_schema = projected_arrow_schema(&parts.schema, &parts.project_field_ids)?;
+        let id_schema = projected_id_schema(&parts.schema, &parts.project_field_ids)?;
         let read_ids = read_field_ids(&parts.schema, &parts.project_field_ids);
         let name_mapping = match &parts.name_mapping {
             Some(json) => Some(Arc::new(
@@ -90,9 +101,11 @@ impl IcebergScanExec {
             task.predicate = parts.predicate.clone();
             task.name_mapping = name_mapping.clone();
             task.case_sensitive = parts.case_sensitive;
-            // Not serialisable in iceberg 0.10.1, and unused by the reader without a spec.
-            task.partition = None;
-            task.partition_spec = None;
+            // A planned tuple without a spec is unused by the reader and does not
+            // serialise; identity constants come with a spec (see `constants`).
+            if task.partition_spec.is_none() {
+                task.partition = None;
+            }
         }
         let properties = Arc::new(PlanProperties::new(
             EquivalenceProperties::new(output_schema.clone()),
@@ -104,6 +117,7 @@ impl IcebergScanExec {
             parts,
             groups,
             output_schema,
+            id_schema,
             properties,
         })
     }
@@ -159,7 +173,13 @@ pub async fn plan_scan(
         name_mapping: metadata.properties().get(NAME_MAPPING_PROPERTY).cloned(),
         storage: StorageSpec::from_file_io(table.file_io()),
         case_sensitive: true,
+        reshaped_field_ids: Vec::new(),
     };
+    parts.reshaped_field_ids = reshaped_fields(
+        &schema,
+        metadata.schemas_iter().map(|s| s.as_ref()),
+        &parts.project_field_ids,
+    );
     let Some(snapshot) = metadata.current_snapshot() else {
         return IcebergScanExec::try_new(parts, vec![]);
     };
@@ -167,12 +187,18 @@ pub async fn plan_scan(
 
     // Iceberg plans with the snapshot's schema; a column added since the last snapshot
     // is read as NULL from every file. Filters are pushed only when both schemas agree,
-    // so a name can never resolve to a different field than the SQL meant.
+    // so a name can never resolve to a different field than the SQL meant (a renamed
+    // or re-added column binds by the current name to its current field id).
     let same_schema = snapshot_schema.schema_id() == schema.schema_id();
-    let predicate = if same_schema {
-        filters_to_predicate(filters, &schema)
+    let (predicate, read_predicate) = if same_schema {
+        let columns = || Columns::new(&schema, metadata.schemas_iter().map(|s| s.as_ref()));
+        let read_columns = columns().excluding(filled_without_file(metadata, &schema));
+        (
+            filters_to_predicate(filters, &columns()),
+            filters_to_predicate(filters, &read_columns),
+        )
     } else {
-        None
+        (None, None)
     };
     let select: Vec<String> = parts
         .project_field_ids
@@ -189,11 +215,17 @@ pub async fn plan_scan(
     if let Some(predicate) = predicate.clone() {
         builder = builder.with_filter(predicate);
     }
-    let tasks: Vec<FileScanTask> = builder.build()?.plan_files().await?.try_collect().await?;
+    let mut tasks: Vec<FileScanTask> = builder.build()?.plan_files().await?.try_collect().await?;
+    for task in &mut tasks {
+        let identity = constants::planned_constants(task, metadata, &schema);
+        constants::attach(task, &identity, &schema)?;
+    }
     guard_against_lost_files(&tasks, predicate.is_some(), snapshot.summary())?;
     refuse_unreadable_files(&parts.table, &tasks)?;
 
-    parts.predicate = tasks.first().and_then(|t| t.predicate.clone());
+    parts.predicate = read_predicate
+        .map(|p| p.bind(schema.clone(), parts.case_sensitive))
+        .transpose()?;
     let groups = group_tasks(tasks, target_partitions);
     IcebergScanExec::try_new(parts, groups)
 }
@@ -226,6 +258,24 @@ fn refuse_unreadable_files(table: &str, tasks: &[FileScanTask]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Fields the reader may fill without reading them from a file: identity-partition
+/// sources and fields with an initial default.
+fn filled_without_file(metadata: &iceberg::spec::TableMetadata, schema: &Schema) -> Vec<i32> {
+    let partition_sources = metadata.partition_specs_iter().flat_map(|spec| {
+        spec.fields()
+            .iter()
+            .filter(|f| f.transform == Transform::Identity)
+            .map(|f| f.source_id)
+    });
+    let defaults = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .filter(|f| f.initial_default.is_some())
+        .map(|f| f.id);
+    partition_sources.chain(defaults).collect()
 }
 
 /// Iceberg's planner returns an empty stream, not an error, when its runtime is gone:
@@ -371,14 +421,22 @@ impl ExecutionPlan for IcebergScanExec {
             .with_data_file_concurrency_limit(1)
             .with_row_group_filtering_enabled(true)
             .build();
-        let batches = reader
-            .read(futures::stream::iter(tasks.into_iter().map(Ok)).boxed())
-            .map_err(iceberg_to_df)?
-            .stream();
+        let reshaped = Arc::new(self.parts.reshaped_field_ids.clone());
+        let tasks = if reshaped.is_empty() {
+            futures::stream::iter(tasks.into_iter().map(Ok)).boxed()
+        } else {
+            in_file_shapes(tasks, reshaped.clone(), self.parts.storage.file_io())
+        };
+        let batches = reader.read(tasks).map_err(iceberg_to_df)?.stream();
         let output_schema = self.output_schema.clone();
-        let count_only = self.parts.project_field_ids.is_empty();
+        let id_schema = self.id_schema.clone();
+        let project_field_ids = self.parts.project_field_ids.clone();
+        let count_only = project_field_ids.is_empty();
         let stream = batches.map(move |batch| {
-            let batch = batch.map_err(iceberg_to_df)?;
+            let mut batch = batch.map_err(iceberg_to_df)?;
+            if !reshaped.is_empty() {
+                batch = fit_reshaped(batch, &project_field_ids, &reshaped, &id_schema)?;
+            }
             conform(batch, &output_schema, count_only)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
