@@ -65,3 +65,25 @@ def test_get_tables_carries_jdbc_column_metadata(server, cur, schema):
     assert meta["id"]["ARROW:FLIGHT:SQL:TABLE_NAME"] == "described"
     assert (meta["amount"]["ARROW:FLIGHT:SQL:PRECISION"], meta["amount"]["ARROW:FLIGHT:SQL:SCALE"]) == ("10", "2")
     assert meta["note"]["ARROW:FLIGHT:SQL:IS_CASE_SENSITIVE"] == "1"
+
+
+def test_sql_info_answers_every_code_of_the_spec(server, conn):
+    descriptor = flight.FlightDescriptor.for_command(
+        _length_delimited(1, (_SQL_PREFIX + "CommandGetSqlInfo").encode()) + _length_delimited(2, b"")
+    )
+    client = flight.FlightClient(server.uri)
+    info = client.get_flight_info(descriptor)
+    rows = client.do_get(info.endpoints[0].ticket).read_all().to_pylist()
+    client.close()
+    values = {row["info_name"]: row["value"] for row in rows}
+    expected = set(range(0, 6)) | set(range(8, 12)) | {100, 101} | set(range(500, 577))
+    assert expected - set(values) == set()
+    assert values[0] == "Floe"
+    assert values[504] == '"'
+    assert values[563] is False  # transactions: the JDBC driver fails on a missing code
+    assert "SELECT" in values[508]
+    assert "ABS" in values[509] and "UPPER" in values[510] and "NOW" in values[512]
+    assert dict(values[517])[19]  # VARCHAR converts to something
+
+    adbc_info = conn.adbc_get_info()
+    assert adbc_info["vendor_name"] == "Floe"

@@ -3,6 +3,7 @@
 
 mod metadata;
 pub mod results;
+mod sql_info;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -18,7 +19,7 @@ use arrow_flight::sql::{
     ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetDbSchemas,
     CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandPreparedStatementQuery,
     CommandPreparedStatementUpdate, CommandStatementQuery, CommandStatementUpdate, ProstMessageExt,
-    SqlInfo, SqlSupportedTransaction, TicketStatementQuery,
+    SqlInfo, TicketStatementQuery,
 };
 use arrow_flight::{
     FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
@@ -47,7 +48,7 @@ impl FloeFlightService {
         Ok(Self {
             engine,
             pending: PendingResults::default(),
-            sql_info: sql_info()?,
+            sql_info: sql_info::sql_info()?,
         })
     }
 
@@ -88,27 +89,6 @@ impl FloeFlightService {
             )),
         }
     }
-}
-
-/// What the server tells clients about itself (ADBC asks on every connect).
-fn sql_info() -> Result<SqlInfoData, FloeError> {
-    let mut info = SqlInfoDataBuilder::new();
-    info.append(SqlInfo::FlightSqlServerName, "Floe");
-    info.append(SqlInfo::FlightSqlServerVersion, env!("CARGO_PKG_VERSION"));
-    info.append(SqlInfo::FlightSqlServerArrowVersion, "58");
-    info.append(SqlInfo::FlightSqlServerReadOnly, false);
-    info.append(SqlInfo::FlightSqlServerSql, true);
-    info.append(SqlInfo::FlightSqlServerSubstrait, false);
-    info.append(
-        SqlInfo::FlightSqlServerTransaction,
-        SqlSupportedTransaction::None as i32,
-    );
-    info.append(SqlInfo::SqlIdentifierQuoteChar, "\"");
-    info.append(SqlInfo::SqlDdlCatalog, false);
-    info.append(SqlInfo::SqlDdlSchema, true);
-    info.append(SqlInfo::SqlDdlTable, true);
-    info.build()
-        .map_err(|e| FloeError::internal(format!("building SqlInfo: {e}")))
 }
 
 /// Maps an error to the Flight status a client sees.
