@@ -87,3 +87,30 @@ def test_sql_info_answers_every_code_of_the_spec(server, conn):
 
     adbc_info = conn.adbc_get_info()
     assert adbc_info["vendor_name"] == "Floe"
+
+
+def _listing(server, command_name, body=b""):
+    descriptor = flight.FlightDescriptor.for_command(
+        _length_delimited(1, (_SQL_PREFIX + command_name).encode()) + _length_delimited(2, body)
+    )
+    client = flight.FlightClient(server.uri)
+    info = client.get_flight_info(descriptor)
+    table = client.do_get(info.endpoints[0].ticket).read_all()
+    client.close()
+    assert table.schema == info.schema
+    return table
+
+
+def test_keys_are_empty_and_type_info_lists_floes_types(server):
+    table_field = _length_delimited(3, b"t")
+    assert _listing(server, "CommandGetPrimaryKeys", table_field).num_rows == 0
+    assert _listing(server, "CommandGetPrimaryKeys", table_field).schema.names[-1] == "key_sequence"
+    assert _listing(server, "CommandGetImportedKeys", table_field).num_rows == 0
+    assert _listing(server, "CommandGetExportedKeys", table_field).num_rows == 0
+    cross = _length_delimited(3, b"a") + _length_delimited(6, b"b")
+    assert _listing(server, "CommandGetCrossReference", cross).schema.names[-1] == "delete_rule"
+    types = _listing(server, "CommandGetXdbcTypeInfo").to_pylist()
+    assert {"BIGINT", "VARCHAR", "TIMESTAMP", "DECIMAL"} <= {t["type_name"] for t in types}
+    # Filtered by data type (BIGINT is -5).
+    only = _listing(server, "CommandGetXdbcTypeInfo", b"\x08\xfb\xff\xff\xff\xff\xff\xff\xff\xff\x01").to_pylist()
+    assert [t["type_name"] for t in only] == ["BIGINT"]

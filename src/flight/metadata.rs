@@ -1,13 +1,19 @@
 //! Flight SQL's catalog browsing: GetCatalogs, GetDbSchemas, GetTables (with each
 //! table's Arrow schema and the `ARROW:FLIGHT:SQL:*` column metadata JDBC's
-//! `getColumns` reads) and GetTableTypes, in the spec's result schemas.
+//! `getColumns` reads), GetTableTypes, the (empty) key listings and GetXdbcTypeInfo,
+//! in the spec's result schemas.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use arrow_flight::error::FlightError;
-use arrow_flight::sql::metadata::{GetCatalogsBuilder, GetDbSchemasBuilder, GetTablesBuilder};
+use arrow_flight::sql::metadata::{
+    GetCatalogsBuilder, GetDbSchemasBuilder, GetTablesBuilder, XdbcTypeInfo, XdbcTypeInfoData,
+    XdbcTypeInfoDataBuilder,
+};
 use arrow_flight::sql::{
-    CommandGetCatalogs, CommandGetDbSchemas, CommandGetTableTypes, CommandGetTables,
+    CommandGetCatalogs, CommandGetDbSchemas, CommandGetTableTypes, CommandGetTables, Nullable,
+    Searchable, XdbcDataType,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -197,4 +203,82 @@ fn precision_and_scale(data_type: &DataType) -> Option<(u32, i32)> {
 
 fn arrow_error(e: FlightError) -> FloeError {
     FloeError::internal(format!("building a metadata result: {e}"))
+}
+
+/// Iceberg tables have no primary or foreign keys: GetPrimaryKeys, GetImportedKeys,
+/// GetExportedKeys and GetCrossReference answer an empty result in the spec's schema.
+pub fn primary_keys_schema() -> SchemaRef {
+    let utf8 = |name: &str, nullable| Field::new(name, DataType::Utf8, nullable);
+    Arc::new(Schema::new(vec![
+        utf8("catalog_name", true),
+        utf8("db_schema_name", true),
+        utf8("table_name", false),
+        utf8("column_name", false),
+        utf8("key_name", true),
+        Field::new("key_sequence", DataType::Int32, false),
+    ]))
+}
+
+pub fn foreign_keys_schema() -> SchemaRef {
+    let utf8 = |name: &str, nullable| Field::new(name, DataType::Utf8, nullable);
+    Arc::new(Schema::new(vec![
+        utf8("pk_catalog_name", true),
+        utf8("pk_db_schema_name", true),
+        utf8("pk_table_name", false),
+        utf8("pk_column_name", false),
+        utf8("fk_catalog_name", true),
+        utf8("fk_db_schema_name", true),
+        utf8("fk_table_name", false),
+        utf8("fk_column_name", false),
+        Field::new("key_sequence", DataType::Int32, false),
+        utf8("fk_key_name", true),
+        utf8("pk_key_name", true),
+        Field::new("update_rule", DataType::UInt8, false),
+        Field::new("delete_rule", DataType::UInt8, false),
+    ]))
+}
+
+/// GetXdbcTypeInfo: the SQL types Floe's CREATE TABLE takes (ODBC and Power BI ask).
+pub fn xdbc_type_info() -> Result<XdbcTypeInfoData> {
+    use XdbcDataType as T;
+    let types: [(&str, T, Option<i32>, Option<&str>, bool); 12] = [
+        ("BOOLEAN", T::XdbcBit, Some(1), None, false),
+        ("INTEGER", T::XdbcInteger, Some(10), None, false),
+        ("BIGINT", T::XdbcBigint, Some(19), None, false),
+        ("REAL", T::XdbcReal, Some(7), None, false),
+        ("DOUBLE", T::XdbcDouble, Some(15), None, false),
+        ("DECIMAL", T::XdbcDecimal, Some(38), None, false),
+        ("DATE", T::XdbcDate, Some(10), Some("'"), false),
+        ("TIME", T::XdbcTime, Some(15), Some("'"), false),
+        ("TIMESTAMP", T::XdbcTimestamp, Some(26), Some("'"), false),
+        ("VARCHAR", T::XdbcVarchar, None, Some("'"), true),
+        ("BINARY", T::XdbcBinary, None, None, false),
+        ("VARBINARY", T::XdbcVarbinary, None, None, false),
+    ];
+    let mut builder = XdbcTypeInfoDataBuilder::new();
+    for (name, data_type, column_size, quote, case_sensitive) in types {
+        let decimal = data_type == T::XdbcDecimal;
+        builder.append(XdbcTypeInfo {
+            type_name: name.to_string(),
+            data_type,
+            column_size,
+            literal_prefix: quote.map(str::to_string),
+            literal_suffix: quote.map(str::to_string),
+            create_params: decimal.then(|| vec!["precision".to_string(), "scale".to_string()]),
+            nullable: Nullable::NullabilityNullable,
+            case_sensitive,
+            searchable: Searchable::Full,
+            unsigned_attribute: column_size.map(|_| false),
+            fixed_prec_scale: false,
+            auto_increment: Some(false),
+            local_type_name: Some(name.to_string()),
+            minimum_scale: decimal.then_some(0),
+            maximum_scale: decimal.then_some(38),
+            sql_data_type: data_type,
+            datetime_subcode: None,
+            num_prec_radix: column_size.map(|_| 10),
+            interval_precision: None,
+        });
+    }
+    builder.build().map_err(arrow_error)
 }

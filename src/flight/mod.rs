@@ -12,20 +12,22 @@ use std::sync::Arc;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightServiceServer;
-use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder};
+use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder, XdbcTypeInfoData};
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
-    ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetDbSchemas,
-    CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandPreparedStatementQuery,
-    CommandPreparedStatementUpdate, CommandStatementQuery, CommandStatementUpdate, ProstMessageExt,
-    SqlInfo, TicketStatementQuery,
+    ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetCrossReference,
+    CommandGetDbSchemas, CommandGetExportedKeys, CommandGetImportedKeys, CommandGetPrimaryKeys,
+    CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandGetXdbcTypeInfo,
+    CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementQuery,
+    CommandStatementUpdate, ProstMessageExt, SqlInfo, TicketStatementQuery,
 };
 use arrow_flight::{
     FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
     SchemaAsIpc, Ticket,
 };
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
+use datafusion::arrow::record_batch::RecordBatch;
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
 use tonic::metadata::MetadataValue;
@@ -41,6 +43,7 @@ pub struct FloeFlightService {
     engine: Arc<Engine>,
     pending: PendingResults,
     sql_info: SqlInfoData,
+    xdbc_type_info: XdbcTypeInfoData,
 }
 
 impl FloeFlightService {
@@ -49,6 +52,7 @@ impl FloeFlightService {
             engine,
             pending: PendingResults::default(),
             sql_info: sql_info::sql_info()?,
+            xdbc_type_info: metadata::xdbc_type_info()?,
         })
     }
 
@@ -356,6 +360,104 @@ impl FlightSqlService for FloeFlightService {
         Ok(one_batch(metadata::table_types(query).map_err(status)?))
     }
 
+    async fn get_flight_info_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let info = listing_info(query.as_any(), &metadata::primary_keys_schema(), request)?;
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_primary_keys(
+        &self,
+        _query: CommandGetPrimaryKeys,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Ok(one_batch(RecordBatch::new_empty(
+            metadata::primary_keys_schema(),
+        )))
+    }
+
+    async fn get_flight_info_exported_keys(
+        &self,
+        query: CommandGetExportedKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let info = listing_info(query.as_any(), &metadata::foreign_keys_schema(), request)?;
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_exported_keys(
+        &self,
+        _query: CommandGetExportedKeys,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Ok(one_batch(RecordBatch::new_empty(
+            metadata::foreign_keys_schema(),
+        )))
+    }
+
+    async fn get_flight_info_imported_keys(
+        &self,
+        query: CommandGetImportedKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let info = listing_info(query.as_any(), &metadata::foreign_keys_schema(), request)?;
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_imported_keys(
+        &self,
+        _query: CommandGetImportedKeys,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Ok(one_batch(RecordBatch::new_empty(
+            metadata::foreign_keys_schema(),
+        )))
+    }
+
+    async fn get_flight_info_cross_reference(
+        &self,
+        query: CommandGetCrossReference,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let info = listing_info(query.as_any(), &metadata::foreign_keys_schema(), request)?;
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_cross_reference(
+        &self,
+        _query: CommandGetCrossReference,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Ok(one_batch(RecordBatch::new_empty(
+            metadata::foreign_keys_schema(),
+        )))
+    }
+
+    async fn get_flight_info_xdbc_type_info(
+        &self,
+        query: CommandGetXdbcTypeInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder(&self.xdbc_type_info).schema();
+        let info = listing_info(query.as_any(), &schema, request)?;
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_xdbc_type_info(
+        &self,
+        query: CommandGetXdbcTypeInfo,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let batch = query
+            .into_builder(&self.xdbc_type_info)
+            .build()
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(one_batch(batch))
+    }
+
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
 }
 
@@ -376,7 +478,7 @@ fn listing_info(
         .with_descriptor(request.into_inner()))
 }
 
-fn one_batch(batch: datafusion::arrow::record_batch::RecordBatch) -> Response<DoGetStream> {
+fn one_batch(batch: RecordBatch) -> Response<DoGetStream> {
     let encoded = FlightDataEncoderBuilder::new()
         .with_schema(batch.schema())
         .build(futures::stream::iter([Ok(batch)]))
