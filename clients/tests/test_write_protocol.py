@@ -1,0 +1,127 @@
+"""The write protocol: concurrent INSERTs all commit, a failed commit leaves no files,
+and nothing is acknowledged that the catalog did not record (a busy SQLite catalog
+loses commits silently underneath)."""
+
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import adbc_driver_manager
+import pytest
+
+from conftest import query
+
+
+def data_files(server, schema, table):
+    root = Path(server.data_dir) / "warehouse" / schema / table / "data"
+    return sorted(str(p) for p in root.rglob("*.parquet")) if root.exists() else []
+
+
+def metadata_files(server, schema, table):
+    root = Path(server.data_dir) / "warehouse" / schema / table / "metadata"
+    return sorted(str(p) for p in root.glob("*.metadata.json")) if root.exists() else []
+
+
+@contextmanager
+def catalog_read_transaction(server):
+    """Another process's open read transaction on catalog.db, as a live Spark session or
+    a sqlite3 shell holds one: a SHARED lock that keeps writers from committing."""
+    path = Path(server.data_dir) / "catalog.db"
+    con = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        con.execute("BEGIN")
+        con.execute("SELECT * FROM iceberg_tables").fetchall()
+        yield con
+    finally:
+        if con.in_transaction:
+            con.execute("COMMIT")
+        con.close()
+
+
+def refused(cur, sql):
+    """Runs `sql`, which must fail with a status that says nothing happened."""
+    with pytest.raises(adbc_driver_manager.Error) as err:
+        cur.execute(sql)
+    message = str(err.value)
+    # ADBC shows the gRPC status as "(Unavailable; …)" / "(Aborted; …)".
+    assert "(Unavailable;" in message or "(Aborted;" in message, message
+    assert "nothing was committed" in message, message
+    return message
+
+
+def test_concurrent_inserts_into_one_table_all_commit(server, cur, catalog, schema):
+    cur.execute(f"CREATE TABLE {schema}.shared (writer INT, n INT)")
+    writers, rounds, rows = 4, 3, 10
+    start = threading.Barrier(writers)
+    errors = []
+
+    def write(writer):
+        try:
+            with server.connect() as connection, connection.cursor() as own:
+                start.wait()
+                for r in range(rounds):
+                    values = ", ".join(f"({writer}, {r * rows + i})" for i in range(rows))
+                    own.execute(f"INSERT INTO {schema}.shared VALUES {values}")
+                    assert own.fetch_arrow_table().to_pylist() == [{"count": rows}]
+        except Exception as e:  # noqa: BLE001 - reported below with the writer
+            errors.append((writer, e))
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    counted = query(
+        cur,
+        f"SELECT writer, count(DISTINCT n) AS c FROM {schema}.shared GROUP BY writer ORDER BY writer",
+    )
+    assert counted.to_pylist() == [{"writer": w, "c": rounds * rows} for w in range(writers)]
+    assert len(catalog.load_table(f"{schema}.shared").snapshots()) == writers * rounds
+
+
+def test_nothing_is_acknowledged_while_the_catalog_is_locked(server, cur, catalog, schema):
+    cur.execute(f"CREATE TABLE {schema}.kept (a INT)")
+    cur.execute(f"INSERT INTO {schema}.kept VALUES (1)")
+    cur.execute(f"CREATE SCHEMA {schema}_empty")
+    files = data_files(server, schema, "kept")
+    metadata = metadata_files(server, schema, "kept")
+
+    with catalog_read_transaction(server):
+        refused(cur, f"INSERT INTO {schema}.kept VALUES (2), (3)")
+        refused(cur, f"CREATE TABLE {schema}.created (a INT)")
+        refused(cur, f"DROP TABLE {schema}.kept")
+        refused(cur, f"CREATE SCHEMA {schema}_new")
+        refused(cur, f"DROP SCHEMA {schema}_empty")
+
+    # Nothing happened, for Floe and for another client, and nothing was left behind.
+    assert query(cur, f"SELECT a FROM {schema}.kept").to_pylist() == [{"a": 1}]
+    assert len(catalog.load_table(f"{schema}.kept").snapshots()) == 1
+    assert data_files(server, schema, "kept") == files
+    assert metadata_files(server, schema, "kept") == metadata
+    assert not catalog.table_exists(f"{schema}.created")
+    assert metadata_files(server, schema, "created") == []
+    names = {ns[0] for ns in catalog.list_namespaces()}
+    assert f"{schema}_new" not in names
+    assert f"{schema}_empty" in names
+
+    # Once the lock is gone, the same statements work.
+    cur.execute(f"INSERT INTO {schema}.kept VALUES (2), (3)")
+    assert cur.fetch_arrow_table().to_pylist() == [{"count": 2}]
+    assert query(cur, f"SELECT count(*) AS n FROM {schema}.kept").to_pylist() == [{"n": 3}]
+
+
+def test_a_lock_released_during_the_statement_lets_it_commit(server, cur, catalog, schema):
+    cur.execute(f"CREATE TABLE {schema}.waits (a INT)")
+    with catalog_read_transaction(server) as lock:
+        release = threading.Timer(1.0, lambda: lock.execute("COMMIT"))
+        release.start()
+        try:
+            cur.execute(f"INSERT INTO {schema}.waits VALUES (1), (2)")
+            assert cur.fetch_arrow_table().to_pylist() == [{"count": 2}]
+        finally:
+            release.join()
+    assert query(cur, f"SELECT count(*) AS n FROM {schema}.waits").to_pylist() == [{"n": 2}]
+    assert len(catalog.load_table(f"{schema}.waits").snapshots()) == 1
