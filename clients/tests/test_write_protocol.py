@@ -54,32 +54,81 @@ def refused(cur, sql):
 def test_concurrent_inserts_into_one_table_all_commit(server, cur, catalog, schema):
     cur.execute(f"CREATE TABLE {schema}.shared (writer INT, n INT)")
     writers, rounds, rows = 4, 3, 10
-    start = threading.Barrier(writers)
-    errors = []
-
-    def write(writer):
-        try:
-            with server.connect() as connection, connection.cursor() as own:
-                start.wait()
-                for r in range(rounds):
-                    values = ", ".join(f"({writer}, {r * rows + i})" for i in range(rows))
-                    own.execute(f"INSERT INTO {schema}.shared VALUES {values}")
-                    assert own.fetch_arrow_table().to_pylist() == [{"count": rows}]
-        except Exception as e:  # noqa: BLE001 - reported below with the writer
-            errors.append((writer, e))
-
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    results = concurrent_inserts(server, f"{schema}.shared", writers, rounds, rows)
+    assert results == {(w, r): rows for w in range(writers) for r in range(rounds)}
     counted = query(
         cur,
         f"SELECT writer, count(DISTINCT n) AS c FROM {schema}.shared GROUP BY writer ORDER BY writer",
     )
     assert counted.to_pylist() == [{"writer": w, "c": rounds * rows} for w in range(writers)]
     assert len(catalog.load_table(f"{schema}.shared").snapshots()) == writers * rounds
+
+
+def concurrent_inserts(server, table, writers, rounds, rows):
+    """Runs `writers` threads, each with its own connection, each inserting `rounds`
+    times; returns (writer, round) -> row count acknowledged or the error's text."""
+    start = threading.Barrier(writers)
+    results = {}
+
+    def write(writer):
+        with server.connect() as connection, connection.cursor() as own:
+            start.wait()
+            for r in range(rounds):
+                values = ", ".join(f"({writer}, {r * rows + i})" for i in range(rows))
+                try:
+                    own.execute(f"INSERT INTO {table} VALUES {values}")
+                    results[writer, r] = own.fetch_arrow_table().to_pylist()[0]["count"]
+                except adbc_driver_manager.Error as e:
+                    results[writer, r] = str(e)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_each_write_has_its_own_directory(server, cur, catalog, schema):
+    cur.execute(f"CREATE TABLE {schema}.dirs (id INT, region STRING) PARTITIONED BY (region)")
+    cur.execute(f"INSERT INTO {schema}.dirs VALUES (1, 'eu'), (2, 'us')")
+    cur.execute(f"INSERT INTO {schema}.dirs VALUES (3, 'eu')")
+    table = catalog.load_table(f"{schema}.dirs")
+    write_ids = {s.snapshot_id: s.summary["floe.write-id"] for s in table.snapshots()}
+    assert len(set(write_ids.values())) == 2
+    entries = table.inspect.entries().to_pylist()
+    assert len(entries) == 3
+    data = f"{table.location()}/data/"
+    for entry in entries:
+        path = entry["data_file"]["file_path"]
+        write_id = write_ids[entry["snapshot_id"]]
+        # <data>/<write id>/<partition>/<write id>-….parquet
+        assert path.startswith(f"{data}{write_id}/region="), path
+        assert path.rsplit("/", 1)[1].startswith(write_id), path
+
+
+def test_a_commit_that_loses_every_retry_is_aborted_and_leaves_no_files(
+    server, cur, catalog, schema
+):
+    cur.execute(f"CREATE TABLE {schema}.contended (writer INT, n INT)")
+    with catalog.load_table(f"{schema}.contended").transaction() as tx:
+        tx.set_properties({"commit.retry.num-retries": "0"})
+    results = concurrent_inserts(server, f"{schema}.contended", writers=6, rounds=3, rows=5)
+
+    acknowledged = [k for k, v in results.items() if v == 5]
+    # Six writers without retries collide (5 to 9 of 18 INSERTs in trials).
+    assert len(acknowledged) < len(results), "no commit conflicted; the test proves nothing"
+    for key, outcome in results.items():
+        if key not in acknowledged:
+            assert "(Aborted;" in outcome, outcome
+            assert "nothing was committed, retrying is safe" in outcome, outcome
+    # What was acknowledged is there, what was refused is not, and no file is orphaned.
+    by_writer = query(cur, f"SELECT writer, n / 5 AS r FROM {schema}.contended GROUP BY writer, n / 5")
+    assert sorted((row["writer"], row["r"]) for row in by_writer.to_pylist()) == sorted(acknowledged)
+    table = catalog.load_table(f"{schema}.contended")
+    assert len(table.snapshots()) == len(acknowledged)
+    referenced = {f["file_path"].removeprefix("file://") for f in table.inspect.files().to_pylist()}
+    assert set(data_files(server, schema, "contended")) == referenced
 
 
 def test_nothing_is_acknowledged_while_the_catalog_is_locked(server, cur, catalog, schema):

@@ -60,6 +60,8 @@ pub struct WriteSpec {
     pub schema: IcebergSchemaRef,
     pub partition_spec: PartitionSpecRef,
     pub storage: StorageSpec,
+    /// The write's own directory (`write_protocol::write_location`): its files go
+    /// there and nowhere else.
     pub data_location: String,
     /// Unique per statement; every data file name starts with it.
     pub write_id: String,
