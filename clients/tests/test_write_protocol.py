@@ -25,14 +25,19 @@ def metadata_files(server, schema, table):
 
 
 @contextmanager
-def catalog_read_transaction(server):
-    """Another process's open read transaction on catalog.db, as a live Spark session or
-    a sqlite3 shell holds one: a SHARED lock that keeps writers from committing."""
+def catalog_transaction(server, kind="read"):
+    """Another process's open transaction on catalog.db. A read transaction (a live
+    Spark session with Iceberg's JDBC catalog or a sqlite3 shell holds one) keeps a
+    SHARED lock: writers cannot commit. An immediate (write) transaction keeps a
+    RESERVED lock: writers cannot even start. An exclusive one keeps readers out too."""
     path = Path(server.data_dir) / "catalog.db"
     con = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
-        con.execute("BEGIN")
-        con.execute("SELECT * FROM iceberg_tables").fetchall()
+        if kind == "read":
+            con.execute("BEGIN")
+            con.execute("SELECT * FROM iceberg_tables").fetchall()
+        else:
+            con.execute(f"BEGIN {kind.upper()}")
         yield con
     finally:
         if con.in_transaction:
@@ -131,32 +136,68 @@ def test_a_commit_that_loses_every_retry_is_aborted_and_leaves_no_files(
     assert set(data_files(server, schema, "contended")) == referenced
 
 
-def test_nothing_is_acknowledged_while_the_catalog_is_locked(server, cur, catalog, schema):
+def test_nothing_is_acknowledged_while_another_process_reads_the_catalog(
+    server, cur, catalog, schema
+):
     cur.execute(f"CREATE TABLE {schema}.kept (a INT)")
     cur.execute(f"INSERT INTO {schema}.kept VALUES (1)")
     cur.execute(f"CREATE SCHEMA {schema}_empty")
     files = data_files(server, schema, "kept")
     metadata = metadata_files(server, schema, "kept")
 
-    with catalog_read_transaction(server):
+    with catalog_transaction(server, "read"):
         refused(cur, f"INSERT INTO {schema}.kept VALUES (2), (3)")
         refused(cur, f"CREATE TABLE {schema}.created (a INT)")
         refused(cur, f"DROP TABLE {schema}.kept")
         refused(cur, f"CREATE SCHEMA {schema}_new")
         refused(cur, f"DROP SCHEMA {schema}_empty")
 
-    # Nothing happened, for Floe and for another client, and nothing was left behind.
-    assert query(cur, f"SELECT a FROM {schema}.kept").to_pylist() == [{"a": 1}]
-    assert len(catalog.load_table(f"{schema}.kept").snapshots()) == 1
-    assert data_files(server, schema, "kept") == files
+    # Nothing happened, for Floe and for another client, and nothing was left behind
+    # (the catalog's lost metadata files included).
+    assert_unchanged(server, cur, catalog, schema, files)
     assert metadata_files(server, schema, "kept") == metadata
-    assert not catalog.table_exists(f"{schema}.created")
     assert metadata_files(server, schema, "created") == []
     names = {ns[0] for ns in catalog.list_namespaces()}
     assert f"{schema}_new" not in names
     assert f"{schema}_empty" in names
+    assert_works_again(cur, schema)
 
-    # Once the lock is gone, the same statements work.
+
+def test_nothing_is_acknowledged_while_another_process_writes_the_catalog(
+    server, cur, catalog, schema
+):
+    cur.execute(f"CREATE TABLE {schema}.kept (a INT)")
+    cur.execute(f"INSERT INTO {schema}.kept VALUES (1)")
+    files = data_files(server, schema, "kept")
+
+    with catalog_transaction(server, "immediate"):
+        refused(cur, f"INSERT INTO {schema}.kept VALUES (2), (3)")
+        refused(cur, f"CREATE TABLE {schema}.created (a INT)")
+
+    # iceberg-catalog-sql leaves the metadata file it staged before its failed UPDATE
+    # (unreferenced); the data files of the refused INSERT are gone.
+    assert_unchanged(server, cur, catalog, schema, files)
+    assert_works_again(cur, schema)
+
+
+def test_a_catalog_locked_for_reading_is_unavailable(server, cur, schema):
+    cur.execute(f"CREATE TABLE {schema}.unreadable (a INT)")
+    with catalog_transaction(server, "exclusive"):
+        with pytest.raises(adbc_driver_manager.Error) as err:
+            cur.execute(f"SELECT * FROM {schema}.unreadable")
+    assert "(Unavailable;" in str(err.value), str(err.value)
+    assert "catalog database is busy" in str(err.value), str(err.value)
+
+
+def assert_unchanged(server, cur, catalog, schema, files):
+    assert query(cur, f"SELECT a FROM {schema}.kept").to_pylist() == [{"a": 1}]
+    assert len(catalog.load_table(f"{schema}.kept").snapshots()) == 1
+    assert data_files(server, schema, "kept") == files
+    assert not catalog.table_exists(f"{schema}.created")
+
+
+def assert_works_again(cur, schema):
+    """Once the lock is gone, the same statements work."""
     cur.execute(f"INSERT INTO {schema}.kept VALUES (2), (3)")
     assert cur.fetch_arrow_table().to_pylist() == [{"count": 2}]
     assert query(cur, f"SELECT count(*) AS n FROM {schema}.kept").to_pylist() == [{"n": 3}]
@@ -164,7 +205,7 @@ def test_nothing_is_acknowledged_while_the_catalog_is_locked(server, cur, catalo
 
 def test_a_lock_released_during_the_statement_lets_it_commit(server, cur, catalog, schema):
     cur.execute(f"CREATE TABLE {schema}.waits (a INT)")
-    with catalog_read_transaction(server) as lock:
+    with catalog_transaction(server) as lock:
         release = threading.Timer(1.0, lambda: lock.execute("COMMIT"))
         release.start()
         try:
