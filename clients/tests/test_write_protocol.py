@@ -111,6 +111,15 @@ def test_each_write_has_its_own_directory(server, cur, catalog, schema):
         assert path.startswith(f"{data}{write_id}/region="), path
         assert path.rsplit("/", 1)[1].startswith(write_id), path
 
+    # A failed write's directory goes away entirely.
+    with pytest.raises(adbc_driver_manager.Error):
+        cur.execute(f"INSERT INTO {schema}.dirs SELECT CAST(v AS INT), 'x' FROM (VALUES ('1'), ('y')) t(v)")
+    directories = Path(server.data_dir) / "warehouse" / schema / "dirs" / "data"
+    deadline = time.time() + 10
+    while {d.name for d in directories.iterdir()} != set(write_ids.values()):
+        assert time.time() < deadline, sorted(d.name for d in directories.iterdir())
+        time.sleep(0.2)
+
 
 def test_a_commit_that_loses_every_retry_is_aborted_and_leaves_no_files(
     server, cur, catalog, schema

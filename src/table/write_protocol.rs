@@ -118,11 +118,25 @@ pub async fn discard_writes(planned: &Table, write_ids: &[String]) {
     });
 }
 
+/// Deletes the given write directories. Some storages (the local file system) block
+/// inside their async calls: the deletion runs on a blocking thread.
 async fn delete_all(file_io: &FileIO, locations: &[String]) {
-    for location in locations {
-        // The trailing slash keeps an object store's prefix delete inside the directory.
-        if let Err(e) = file_io.delete_prefix(format!("{location}/")).await {
-            tracing::warn!("could not delete the files of a failed write at {location}: {e}");
-        }
+    let (file_io, locations) = (file_io.clone(), locations.to_vec());
+    let runtime = tokio::runtime::Handle::current();
+    let deletion = tokio::task::spawn_blocking(move || {
+        runtime.block_on(async {
+            for location in &locations {
+                // The trailing slash keeps an object store's prefix delete inside the
+                // directory.
+                if let Err(e) = file_io.delete_prefix(format!("{location}/")).await {
+                    tracing::warn!(
+                        "could not delete the files of a failed write at {location}: {e}"
+                    );
+                }
+            }
+        })
+    });
+    if let Err(e) = deletion.await {
+        tracing::warn!("deleting the files of a failed write stopped: {e}");
     }
 }
