@@ -1,6 +1,7 @@
 //! The distributed write: each executor task writes its input partition as Parquet
 //! data files and emits one descriptor row per file. Nothing is committed here; the
-//! coordinator commits all descriptors of the job at once (see `commit`).
+//! coordinator commits all descriptors of the job at once (see `commit`). Which files a
+//! write may create and who deletes them is set down in `write_protocol`.
 
 use std::any::Any;
 use std::fmt;
