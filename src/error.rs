@@ -68,11 +68,18 @@ impl FloeError {
 impl From<iceberg::Error> for FloeError {
     fn from(e: iceberg::Error) -> Self {
         use iceberg::ErrorKind as K;
+        // Errors raised by Floe's own catalog layer travel as the source of an iceberg error.
+        if let Some(floe) =
+            std::error::Error::source(&e).and_then(|s| s.downcast_ref::<FloeError>())
+        {
+            return floe.clone();
+        }
         let kind = match e.kind() {
             K::NamespaceNotFound | K::TableNotFound => ErrorKind::NotFound,
             K::NamespaceAlreadyExists | K::TableAlreadyExists => ErrorKind::AlreadyExists,
             K::DataInvalid => ErrorKind::InvalidArgument,
             K::FeatureUnsupported => ErrorKind::Unimplemented,
+            K::CatalogCommitConflicts => ErrorKind::Aborted,
             _ => ErrorKind::Internal,
         };
         Self::new(kind, e.to_string())

@@ -1,5 +1,8 @@
 //! Iceberg catalog construction (SQL on SQLite by default, memory; REST later) and the
-//! storage properties that executors get instead of catalog access.
+//! storage properties that executors get instead of catalog access. Every catalog is
+//! wrapped in a [`VerifiedCatalog`]: a change is acknowledged only once it is seen.
+
+pub mod verified;
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -17,6 +20,7 @@ use sqlx::sqlite::SqliteConnectOptions;
 
 use crate::config::{CatalogConfig, CatalogKind};
 use crate::error::{FloeError, Result};
+use verified::VerifiedCatalog;
 
 /// The SQL schema every statement starts in; created on start.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -49,6 +53,7 @@ pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>> {
             ));
         }
     };
+    let catalog: Arc<dyn Catalog> = Arc::new(VerifiedCatalog::new(catalog));
     ensure_namespace(catalog.as_ref(), DEFAULT_NAMESPACE).await?;
     Ok(catalog)
 }

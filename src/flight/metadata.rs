@@ -241,7 +241,9 @@ pub fn foreign_keys_schema() -> SchemaRef {
 /// GetXdbcTypeInfo: the SQL types Floe's CREATE TABLE takes (ODBC and Power BI ask).
 pub fn xdbc_type_info() -> Result<XdbcTypeInfoData> {
     use XdbcDataType as T;
-    let types: [(&str, T, Option<i32>, Option<&str>, bool); 12] = [
+    // (name, type, column size, literal quote, case-sensitive)
+    type Row = (&'static str, T, Option<i32>, Option<&'static str>, bool);
+    let types: [Row; 12] = [
         ("BOOLEAN", T::XdbcBit, Some(1), None, false),
         ("INTEGER", T::XdbcInteger, Some(10), None, false),
         ("BIGINT", T::XdbcBigint, Some(19), None, false),

@@ -441,7 +441,7 @@ impl FlightSqlService for FloeFlightService {
         query: CommandGetXdbcTypeInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder(&self.xdbc_type_info).schema();
+        let schema = query.into_builder(&self.xdbc_type_info).schema();
         let info = listing_info(query.as_any(), &schema, request)?;
         Ok(Response::new(info))
     }

@@ -29,12 +29,9 @@ use iceberg::Catalog;
 use crate::catalog::DEFAULT_NAMESPACE;
 use crate::cluster::{Cluster, fetch_results};
 use crate::error::{FloeError, Result};
-use crate::table::commit::{
-    commit_append, delete_write_leftovers, delete_written_files, written_files,
-};
-use crate::table::data_location;
-use crate::table::provider::IcebergTableProvider;
+use crate::table::commit::{WrittenFile, written_files};
 use crate::table::write::descriptor_schema;
+use crate::table::write_protocol::{commit_write, discard_writes};
 use ddl::Names;
 use parse::parse;
 use resolve::{Resolution, StatementCatalog, resolve};
@@ -235,8 +232,9 @@ impl Engine {
         Ok((catalog, planned))
     }
 
-    /// Runs the write job, then commits its files in one snapshot. On any failure the
-    /// files the write produced are deleted and the table is left as it was.
+    /// Runs the write job, then commits its files in one snapshot, following the write
+    /// protocol (`table::write_protocol`): a failed job's files are deleted, a commit's
+    /// outcome decides what happens to them.
     async fn run_insert(
         &self,
         ctx: &Arc<SessionContext>,
@@ -249,68 +247,38 @@ impl Engine {
                 FloeError::internal(format!("INSERT target {} was not resolved", dml.table_name))
             })?;
         let plan = LogicalPlan::Dml(dml);
-        let result = self
-            .write_and_commit(ctx, &plan, &provider)
-            .await
-            .map_err(|e| catalog.planning_error().unwrap_or(e));
-        if result.is_err() {
-            clean_up_failed_writes(
-                data_location(provider.table().metadata()),
-                provider.planned_writes(),
-            )
-            .await;
-        }
-        result
+        // The writes are planned (and their ids known) when the job's plan is built.
+        let job = self.run_write_job(ctx, &plan).await;
+        let write_ids = provider.planned_writes();
+        let files = match job {
+            Ok(files) => files,
+            Err(e) => {
+                discard_writes(provider.table(), &write_ids).await;
+                return Err(catalog.planning_error().unwrap_or(e));
+            }
+        };
+        let Ok([write_id]) = <[String; 1]>::try_from(write_ids.clone()) else {
+            discard_writes(provider.table(), &write_ids).await;
+            return Err(FloeError::internal(format!(
+                "expected exactly one write per INSERT, planned {}",
+                write_ids.len()
+            )));
+        };
+        commit_write(self.catalog.as_ref(), provider.table(), &write_id, &files).await
     }
 
-    async fn write_and_commit(
+    /// Runs the write job; returns the files its tasks wrote.
+    async fn run_write_job(
         &self,
         ctx: &Arc<SessionContext>,
         plan: &LogicalPlan,
-        provider: &IcebergTableProvider,
-    ) -> Result<u64> {
+    ) -> Result<Vec<WrittenFile>> {
         let locations = self.cluster.run_job(ctx, plan, "insert").await?;
         let batches: Vec<RecordBatch> = fetch_results(descriptor_schema(), locations)
             .try_collect()
             .await?;
-        let files = written_files(&batches)?;
-        let [write_id] = provider
-            .planned_writes()
-            .try_into()
-            .map_err(|_| FloeError::internal("expected exactly one write per INSERT"))?;
-        match commit_append(self.catalog.as_ref(), provider.table(), &write_id, &files).await {
-            Ok(rows) => Ok(rows),
-            Err(e) => {
-                delete_written_files(provider.table(), &files).await;
-                Err(e)
-            }
-        }
+        written_files(&batches)
     }
-}
-
-/// Deletes what the writes of a failed INSERT left behind. Tasks of a failed job that
-/// were still running when it failed may finish afterwards: look again later.
-async fn clean_up_failed_writes(location: String, write_ids: Vec<String>) {
-    // Directory walks are blocking I/O: keep them off the runtime's worker threads.
-    let sweep = move || {
-        let (location, write_ids) = (location.clone(), write_ids.clone());
-        tokio::task::spawn_blocking(move || {
-            for write_id in &write_ids {
-                let deleted = delete_write_leftovers(&location, write_id);
-                if deleted > 0 {
-                    tracing::info!(write_id, deleted, "removed the files of a failed write");
-                }
-            }
-        })
-    };
-    // Ignoring the join result: a sweep that panicked is retried by the next one.
-    let _ = sweep().await;
-    tokio::spawn(async move {
-        for seconds in [1, 5, 30] {
-            tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
-            let _ = sweep().await;
-        }
-    });
 }
 
 enum Planned {

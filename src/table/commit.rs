@@ -1,8 +1,8 @@
-//! The one commit of a write, done on the coordinator after its job succeeded, and the
-//! clean-up of data files when the job or the commit fails.
+//! One commit attempt of a write, done on the coordinator after its job succeeded, and
+//! what it achieved (see `write_protocol` for what happens around it).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::time::Duration;
 
 use datafusion::arrow::array::{Array, Int32Array, RecordBatch, StringArray};
 use iceberg::Catalog;
@@ -45,49 +45,140 @@ fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T> {
         .ok_or_else(|| FloeError::internal(format!("write descriptor without column {name}")))
 }
 
-/// Appends `files` to the table in one snapshot tagged with `write_id`; returns the
-/// number of rows added. `planned` is the table as the statement saw it: if its schema
-/// or partition spec changed since, the files no longer fit and the commit is refused.
-/// Committing the same write twice adds nothing the second time.
+/// What one commit attempt achieved, as far as the catalog can tell.
+pub enum CommitOutcome {
+    /// The write is in the table (now or already before): it added these rows.
+    Committed(u64),
+    /// The write is definitely not in the table: refused before anything was sent, or
+    /// the table, read back after a failed commit, has no snapshot with its write id.
+    NotCommitted(FloeError),
+    /// The commit failed and the table could not be read back: the write may or may
+    /// not be in it.
+    Unknown(FloeError),
+}
+
+/// Appends `files` to the table in one snapshot tagged with `write_id`. `planned` is the
+/// table as the statement saw it: if its schema or partition spec changed since, the
+/// files no longer fit and the commit is refused. Committing the same write twice adds
+/// nothing the second time. Conflicts with concurrent commits are retried by iceberg's
+/// transaction (it refreshes the table and re-applies the append).
 pub async fn commit_append(
     catalog: &dyn Catalog,
     planned: &Table,
     write_id: &str,
     files: &[WrittenFile],
-) -> Result<u64> {
-    let table = catalog.load_table(planned.identifier()).await?;
-    let metadata = table.metadata();
+) -> CommitOutcome {
+    let table = match catalog.load_table(planned.identifier()).await {
+        Ok(table) => table,
+        Err(e) => return CommitOutcome::NotCommitted(not_committed(e.into())),
+    };
     if let Some(rows) = rows_of_committed_write(&table, write_id) {
-        return Ok(rows);
+        return CommitOutcome::Committed(rows);
     }
+    let (tx, rows) = match prepare_append(planned, &table, write_id, files) {
+        Ok(Some(append)) => append,
+        Ok(None) => return CommitOutcome::Committed(0),
+        Err(e) => return CommitOutcome::NotCommitted(e),
+    };
+    match tx.commit(catalog).await {
+        Ok(_) => CommitOutcome::Committed(rows),
+        Err(e) => resolve(catalog, planned, write_id, e).await,
+    }
+}
+
+/// The append transaction and the rows it adds; `None` when there is nothing to add (a
+/// snapshot without files would be empty).
+fn prepare_append(
+    planned: &Table,
+    table: &Table,
+    write_id: &str,
+    files: &[WrittenFile],
+) -> Result<Option<(Transaction, u64)>> {
+    let metadata = table.metadata();
     if metadata.current_schema_id() != planned.metadata().current_schema_id()
         || metadata.default_partition_spec_id() != planned.metadata().default_partition_spec_id()
     {
-        return Err(FloeError::internal(format!(
-            "table {} changed its schema or partitioning while the INSERT ran; nothing was committed",
+        return Err(FloeError::aborted(format!(
+            "table {} changed its schema or partitioning while the INSERT ran; nothing was \
+             committed, retrying is safe",
             planned.identifier()
         )));
     }
-    let data_files = decode(&table, files)?;
+    let data_files = decode(table, files).map_err(not_committed)?;
     let rows = data_files.iter().map(DataFile::record_count).sum();
     if data_files.is_empty() {
-        return Ok(0);
+        return Ok(None);
     }
     let properties = HashMap::from([(WRITE_ID_PROPERTY.to_string(), write_id.to_string())]);
-    let tx = Transaction::new(&table);
+    let tx = Transaction::new(table);
     let tx = tx
         .fast_append()
         .set_snapshot_properties(properties)
         .with_check_duplicate(false)
         .add_data_files(data_files)
-        .apply(tx)?;
-    if let Err(e) = tx.commit(catalog).await {
-        // The commit may have landed even though the call failed (a lost response):
-        // the write id in the snapshot summary tells.
-        let table = catalog.load_table(planned.identifier()).await?;
-        return rows_of_committed_write(&table, write_id).ok_or(e.into());
+        .apply(tx)
+        .map_err(|e| not_committed(e.into()))?;
+    Ok(Some((tx, rows)))
+}
+
+/// How many times the table is read back to learn the outcome of a failed commit.
+const RESOLVE_READS: [Duration; 3] = [
+    Duration::ZERO,
+    Duration::from_millis(200),
+    Duration::from_secs(1),
+];
+
+/// Learns the outcome of a commit that failed: the commit may have landed even though
+/// the call failed (a lost response); the write id in the snapshot summaries tells.
+async fn resolve(
+    catalog: &dyn Catalog,
+    planned: &Table,
+    write_id: &str,
+    error: iceberg::Error,
+) -> CommitOutcome {
+    let mut read_error = None;
+    for pause in RESOLVE_READS {
+        tokio::time::sleep(pause).await;
+        match catalog.load_table(planned.identifier()).await {
+            Ok(table) => {
+                return match rows_of_committed_write(&table, write_id) {
+                    Some(rows) => CommitOutcome::Committed(rows),
+                    None => CommitOutcome::NotCommitted(refused(planned, error)),
+                };
+            }
+            Err(e) => read_error = Some(e),
+        }
     }
-    Ok(rows)
+    CommitOutcome::Unknown(FloeError::unavailable(format!(
+        "could not learn whether the INSERT into {} was committed: the commit failed ({error}) \
+         and reading the table back failed ({}); the rows may or may not be there, check \
+         before retrying",
+        planned.identifier(),
+        read_error.map(|e| e.to_string()).unwrap_or_default()
+    )))
+}
+
+/// The error of a commit that definitely did not happen.
+fn refused(planned: &Table, error: iceberg::Error) -> FloeError {
+    if error.kind() == iceberg::ErrorKind::CatalogCommitConflicts {
+        return FloeError::aborted(format!(
+            "the INSERT into {} lost to concurrent commits on every retry; nothing was \
+             committed, retrying is safe",
+            planned.identifier()
+        ));
+    }
+    not_committed(error.into())
+}
+
+/// Says in the message that nothing was committed.
+fn not_committed(error: FloeError) -> FloeError {
+    if error.message.contains("nothing was committed") {
+        return error;
+    }
+    FloeError::new(
+        error.kind,
+        format!("{}; nothing was committed", error.message),
+    )
 }
 
 fn decode(table: &Table, files: &[WrittenFile]) -> Result<Vec<DataFile>> {
@@ -124,57 +215,4 @@ fn rows_of_committed_write(table: &Table, write_id: &str) -> Option<u64> {
                 .unwrap_or(0)
         })
     })
-}
-
-/// Deletes the data files of a write whose commit failed.
-pub async fn delete_written_files(table: &Table, files: &[WrittenFile]) {
-    let metadata = table.metadata();
-    for file in files {
-        let decoded = deserialize_data_file_from_json(
-            &file.json,
-            file.spec_id,
-            metadata.default_partition_type(),
-            metadata.current_schema(),
-        );
-        if let Ok(data_file) = decoded
-            && let Err(e) = table.file_io().delete(data_file.file_path()).await
-        {
-            tracing::warn!("could not delete uncommitted data file: {e}");
-        }
-    }
-}
-
-/// Deletes every file under `data_location` whose name starts with `write_id`: what a
-/// failed write job left behind, whichever task wrote it. Local warehouses only for now.
-pub fn delete_write_leftovers(data_location: &str, write_id: &str) -> usize {
-    let Some(root) = local_path(data_location) else {
-        tracing::warn!("cannot list {data_location} to clean up write {write_id}");
-        return 0;
-    };
-    let mut deleted = 0;
-    let mut pending = vec![root.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if entry.file_name().to_string_lossy().starts_with(write_id)
-                && std::fs::remove_file(&path).is_ok()
-            {
-                deleted += 1;
-            }
-        }
-    }
-    deleted
-}
-
-fn local_path(location: &str) -> Option<&Path> {
-    let path = location
-        .strip_prefix("file://")
-        .or_else(|| location.strip_prefix("file:"))
-        .unwrap_or(location);
-    (path.starts_with('/')).then(|| Path::new(path))
 }

@@ -1,5 +1,6 @@
 //! Iceberg ⇄ DataFusion: the per-statement table provider, the distributed scan and
-//! write nodes, filter translation and the coordinator-side commit.
+//! write nodes, filter translation, the coordinator-side commit and the write protocol
+//! that says which files a write may create and who deletes them.
 
 pub mod commit;
 pub mod constants;
@@ -8,6 +9,7 @@ pub mod nested;
 pub mod provider;
 pub mod scan;
 pub mod write;
+pub mod write_protocol;
 
 use std::sync::Arc;
 

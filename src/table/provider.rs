@@ -15,9 +15,10 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 use iceberg::table::Table;
 
+use super::plan_schema;
 use super::scan::plan_scan;
 use super::write::{COMPRESSION_CODEC, IcebergWriteExec, TARGET_FILE_SIZE, WriteSpec};
-use super::{data_location, plan_schema};
+use super::write_protocol::write_location;
 use crate::catalog::StorageSpec;
 use crate::error::{FloeError, Result};
 
@@ -137,7 +138,7 @@ impl TableProvider for IcebergTableProvider {
             schema: metadata.current_schema().clone(),
             partition_spec: metadata.default_partition_spec().clone(),
             storage: StorageSpec::from_file_io(self.table.file_io()),
-            data_location: data_location(metadata),
+            data_location: write_location(metadata, &write_id),
             write_id: write_id.clone(),
             format_version: metadata.format_version(),
             target_file_size_bytes: property(metadata, TARGET_FILE_SIZE)

@@ -1,6 +1,7 @@
 //! The distributed write: each executor task writes its input partition as Parquet
 //! data files and emits one descriptor row per file. Nothing is committed here; the
-//! coordinator commits all descriptors of the job at once (see `commit`).
+//! coordinator commits all descriptors of the job at once (see `commit`). Which files a
+//! write may create and who deletes them is set down in `write_protocol`.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -61,6 +62,8 @@ pub struct WriteSpec {
     pub schema: IcebergSchemaRef,
     pub partition_spec: PartitionSpecRef,
     pub storage: StorageSpec,
+    /// The write's own directory (`write_protocol::write_location`): its files go
+    /// there and nowhere else.
     pub data_location: String,
     /// Unique per statement; every data file name starts with it.
     pub write_id: String,

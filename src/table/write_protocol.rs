@@ -1,0 +1,142 @@
+//! The write protocol: which files a write may create, who deletes them, and when.
+//!
+//! 1. **One directory per write.** Planning an INSERT (`provider::insert_into`) gives
+//!    the write a fresh id (UUIDv7) and its own directory, [`write_location`]:
+//!    `<data location>/<write id>/` (partition directories below it). The write's tasks
+//!    create files only there, named uniquely per task attempt
+//!    (`<write id>-<partition>-<attempt uuid>-NNNNN.parquet`, see `write`), so no two
+//!    writes or task attempts ever share a file, and everything a write made is found
+//!    under one prefix, on any storage.
+//! 2. **A task that fails deletes its own files.** A write task that fails or is
+//!    cancelled before it returned its file list deletes the files it opened
+//!    (`write::DeleteOnDrop`). Files a task returned belong to the coordinator.
+//! 3. **A failed job deletes the write's directory.** If the job fails, nothing was
+//!    committed: the coordinator deletes the write's directory through the table's
+//!    `FileIO` ([`discard_writes`]) at once, and again after [`SWEEP_DELAYS`] for tasks
+//!    of the failed job that were still finishing. The cost is that of one write.
+//! 4. **One commit, then by outcome** ([`commit_write`]). The coordinator commits the
+//!    job's files once, in one snapshot whose summary holds the write id
+//!    (`floe.write-id`); concurrent commits are retried by iceberg (refresh, re-apply).
+//!    The catalog acknowledges a commit only once it has seen it
+//!    (`catalog::verified`). Then:
+//!    * *committed* (the write id is in a snapshot): the rows are acknowledged; the
+//!      files belong to the table, and only table maintenance may delete them;
+//!    * *definitely not committed* (refused before it was sent, or the table read back
+//!      has no snapshot with the write id): the write's directory is deleted and the
+//!      client gets `ABORTED` (conflicts that survived every retry, a schema change) or
+//!      `UNAVAILABLE` (the catalog lost the commit, tried [`COMMIT_ATTEMPTS`] times),
+//!      saying that nothing was committed and retrying is safe;
+//!    * *unknown* (the commit failed and the table cannot be read back): **nothing is
+//!      deleted**; the client gets `UNAVAILABLE` saying the outcome is unknown.
+//! 5. **Nothing else deletes data files.** What is left behind — the directory of a
+//!    write whose outcome stayed unknown, files of task attempts the commit did not
+//!    reference, files of a coordinator that died mid-write — is for an orphan sweep:
+//!    a `<data location>/<write id>/` directory whose write id is in no snapshot summary
+//!    of the table and that is older than any running statement. (Floe does not run
+//!    such a sweep yet.)
+
+use std::time::Duration;
+
+use iceberg::Catalog;
+use iceberg::io::FileIO;
+use iceberg::spec::TableMetadata;
+use iceberg::table::Table;
+
+use super::commit::{CommitOutcome, WrittenFile, commit_append};
+use super::data_location;
+use crate::error::{ErrorKind, Result};
+
+/// How many times a commit the catalog lost (`UNAVAILABLE`, nothing committed) is tried.
+pub const COMMIT_ATTEMPTS: usize = 2;
+
+/// When a failed write's directory is deleted again, after the first time.
+pub const SWEEP_DELAYS: [Duration; 3] = [
+    Duration::from_secs(1),
+    Duration::from_secs(5),
+    Duration::from_secs(30),
+];
+
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// The directory a write's files go to; nothing else is ever written there.
+pub fn write_location(metadata: &TableMetadata, write_id: &str) -> String {
+    format!(
+        "{}/{write_id}",
+        data_location(metadata).trim_end_matches('/')
+    )
+}
+
+/// Commits a write's files (see the module documentation for each outcome) and
+/// returns the rows it added.
+pub async fn commit_write(
+    catalog: &dyn Catalog,
+    planned: &Table,
+    write_id: &str,
+    files: &[WrittenFile],
+) -> Result<u64> {
+    let mut attempt = 1;
+    loop {
+        match commit_append(catalog, planned, write_id, files).await {
+            CommitOutcome::Committed(rows) => return Ok(rows),
+            CommitOutcome::NotCommitted(e)
+                if e.kind == ErrorKind::Unavailable && attempt < COMMIT_ATTEMPTS =>
+            {
+                tracing::info!(write_id, "the catalog lost the commit; trying again: {e}");
+                attempt += 1;
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            CommitOutcome::NotCommitted(e) => {
+                discard_writes(planned, &[write_id.to_string()]).await;
+                return Err(e);
+            }
+            CommitOutcome::Unknown(e) => {
+                tracing::warn!(
+                    write_id,
+                    location = write_location(planned.metadata(), write_id),
+                    "commit outcome unknown; the write's files are kept for an orphan sweep"
+                );
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Deletes the directories of writes that are definitely not committed, now and again
+/// after [`SWEEP_DELAYS`] (tasks of a failed job may still be finishing).
+pub async fn discard_writes(planned: &Table, write_ids: &[String]) {
+    let locations: Vec<String> = write_ids
+        .iter()
+        .map(|id| write_location(planned.metadata(), id))
+        .collect();
+    let file_io = planned.file_io().clone();
+    delete_all(&file_io, &locations).await;
+    tokio::spawn(async move {
+        for delay in SWEEP_DELAYS {
+            tokio::time::sleep(delay).await;
+            delete_all(&file_io, &locations).await;
+        }
+    });
+}
+
+/// Deletes the given write directories. Some storages (the local file system) block
+/// inside their async calls: the deletion runs on a blocking thread.
+async fn delete_all(file_io: &FileIO, locations: &[String]) {
+    let (file_io, locations) = (file_io.clone(), locations.to_vec());
+    let runtime = tokio::runtime::Handle::current();
+    let deletion = tokio::task::spawn_blocking(move || {
+        runtime.block_on(async {
+            for location in &locations {
+                // The trailing slash keeps an object store's prefix delete inside the
+                // directory.
+                if let Err(e) = file_io.delete_prefix(format!("{location}/")).await {
+                    tracing::warn!(
+                        "could not delete the files of a failed write at {location}: {e}"
+                    );
+                }
+            }
+        })
+    });
+    if let Err(e) = deletion.await {
+        tracing::warn!("deleting the files of a failed write stopped: {e}");
+    }
+}
