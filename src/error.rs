@@ -69,9 +69,7 @@ impl From<iceberg::Error> for FloeError {
     fn from(e: iceberg::Error) -> Self {
         use iceberg::ErrorKind as K;
         // Errors raised by Floe's own catalog layer travel as the source of an iceberg error.
-        if let Some(floe) =
-            std::error::Error::source(&e).and_then(|s| s.downcast_ref::<FloeError>())
-        {
+        if let Some(floe) = find_in_chain::<FloeError>(&e) {
             return floe.clone();
         }
         let kind = match e.kind() {
