@@ -14,6 +14,7 @@ use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightServiceServer;
 use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder, XdbcTypeInfoData};
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
+use arrow_flight::sql::{ActionCancelQueryRequest, ActionCancelQueryResult};
 use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
     ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetCrossReference,
@@ -23,8 +24,9 @@ use arrow_flight::sql::{
     CommandStatementUpdate, ProstMessageExt, SqlInfo, TicketStatementQuery,
 };
 use arrow_flight::{
-    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
-    SchemaAsIpc, Ticket,
+    CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus, FlightDescriptor,
+    FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage, SchemaAsIpc,
+    Ticket,
 };
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -37,7 +39,10 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::arrow_compat::{client_schema, conform_batch};
 use crate::error::{ErrorKind, FloeError};
 use crate::sql::{Engine, Outcome, StatementKind};
-use results::PendingResults;
+use results::{Cancelled, PendingResults};
+
+/// The Flight action that cancels the statements of a FlightInfo.
+const CANCEL_FLIGHT_INFO: &str = "CancelFlightInfo";
 
 pub struct FloeFlightService {
     engine: Arc<Engine>,
@@ -82,6 +87,22 @@ impl FloeFlightService {
                     )
                     .with_ordered(true)
             })
+    }
+
+    /// Cancels the statements whose results `info` describes; true if any was waiting
+    /// or streaming.
+    fn cancel(&self, info: Option<&FlightInfo>) -> bool {
+        let handles = info
+            .into_iter()
+            .flat_map(|info| &info.endpoint)
+            .filter_map(|endpoint| endpoint.ticket.as_ref())
+            .filter_map(|ticket| arrow_flight::sql::Any::decode(ticket.ticket.clone()).ok())
+            .filter_map(|any| any.unpack::<TicketStatementQuery>().ok().flatten());
+        let mut cancelled = false;
+        for ticket in handles {
+            cancelled |= self.pending.cancel(&ticket.statement_handle) != Cancelled::Nothing;
+        }
+        cancelled
     }
 
     /// Runs a statement sent as an update; returns the affected row count.
@@ -170,10 +191,11 @@ impl FlightSqlService for FloeFlightService {
         Response<<Self as arrow_flight::flight_service_server::FlightService>::DoGetStream>,
         Status,
     > {
-        let outcome = self
+        let (outcome, streaming) = self
             .pending
             .take(&ticket.statement_handle)
             .map_err(status)?;
+        let token = streaming.token.clone();
         let (schema, batches) = match outcome {
             Outcome::Done { rows, .. } => {
                 let schema = rows.schema();
@@ -182,7 +204,11 @@ impl FlightSqlService for FloeFlightService {
             }
             Outcome::Query(query) => {
                 let schema = client_schema(&query.schema());
-                let stream = self.engine.run_query(query).await.map_err(status)?;
+                // Dropping the job's future cancels the Ballista job.
+                let stream = tokio::select! {
+                    stream = self.engine.run_query(query) => stream.map_err(status)?,
+                    _ = token.cancelled() => return Err(status(results::cancelled())),
+                };
                 let target = schema.clone();
                 let stream = stream
                     .map_err(|e| FlightError::ExternalError(Box::new(FloeError::from(e))))
@@ -195,6 +221,7 @@ impl FlightSqlService for FloeFlightService {
                 (schema, stream)
             }
         };
+        let batches = until_cancelled(batches, streaming);
         let encoded = FlightDataEncoderBuilder::new()
             .with_schema(schema)
             .build(batches)
@@ -260,10 +287,42 @@ impl FlightSqlService for FloeFlightService {
         Response<<Self as arrow_flight::flight_service_server::FlightService>::DoActionStream>,
         Status,
     > {
-        Err(Status::unimplemented(format!(
-            "action {} is not supported",
-            request.get_ref().r#type
-        )))
+        let action = request.into_inner();
+        if action.r#type != CANCEL_FLIGHT_INFO {
+            return Err(Status::unimplemented(format!(
+                "action {} is not supported",
+                action.r#type
+            )));
+        }
+        // A Flight action: its body is the request itself, not an `Any`.
+        let request = CancelFlightInfoRequest::decode(action.body)
+            .map_err(|e| Status::invalid_argument(format!("{CANCEL_FLIGHT_INFO}: {e}")))?;
+        let status = match self.cancel(request.info.as_ref()) {
+            true => CancelStatus::Cancelled,
+            false => CancelStatus::NotCancellable,
+        };
+        let result = CancelFlightInfoResult {
+            status: status as i32,
+        };
+        let body = arrow_flight::Result::new(result.encode_to_vec());
+        Ok(Response::new(Box::pin(futures::stream::iter([Ok(body)]))))
+    }
+
+    async fn do_action_cancel_query(
+        &self,
+        query: ActionCancelQueryRequest,
+        _request: Request<arrow_flight::Action>,
+    ) -> Result<ActionCancelQueryResult, Status> {
+        let info = FlightInfo::decode(query.info)
+            .map_err(|e| Status::invalid_argument(format!("CancelQuery: {e}")))?;
+        // CancelResult (not exported by arrow-flight) numbers its values as CancelStatus.
+        let result = match self.cancel(Some(&info)) {
+            true => CancelStatus::Cancelled,
+            false => CancelStatus::NotCancellable,
+        };
+        Ok(ActionCancelQueryResult {
+            result: result as i32,
+        })
     }
 
     async fn get_flight_info_sql_info(
@@ -459,6 +518,22 @@ impl FlightSqlService for FloeFlightService {
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+/// Ends `batches` with CANCELLED once CancelFlightInfo names its result; the result
+/// stays registered as streaming until the stream ends.
+fn until_cancelled(
+    batches: futures::stream::BoxStream<'static, Result<RecordBatch, FlightError>>,
+    streaming: results::Streaming,
+) -> impl Stream<Item = Result<RecordBatch, FlightError>> + Send + 'static {
+    let token = streaming.token.clone();
+    let end = futures::stream::once(async move {
+        let cancelled = streaming.token.is_cancelled();
+        drop(streaming);
+        cancelled.then(|| FlightError::ExternalError(Box::new(results::cancelled())))
+    })
+    .filter_map(|error| futures::future::ready(error.map(Err)));
+    batches.take_until(token.cancelled_owned()).chain(end)
 }
 
 type DoGetStream =

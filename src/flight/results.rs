@@ -1,11 +1,15 @@
-//! Results between GetFlightInfo and DoGet.
+//! Results between GetFlightInfo and DoGet, and while DoGet streams them.
 //!
 //! A result waits at most [`TICKET_TTL`], and at most [`MAX_PENDING`] results wait at
 //! once: a new one evicts the oldest. A DoGet for a result that is gone says why.
+//! CancelFlightInfo drops a waiting result, or stops one being streamed (and with it
+//! its Ballista job).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
 
 use crate::cluster::RESULT_RETENTION;
 use crate::error::{ErrorKind, FloeError};
@@ -17,8 +21,8 @@ pub const TICKET_TTL: Duration = Duration::from_secs(600);
 /// How many results may wait for their DoGet at once.
 pub const MAX_PENDING: usize = 1024;
 
-/// How many evicted tickets are remembered, to tell their DoGet what happened.
-const REMEMBERED_EVICTIONS: usize = 4 * MAX_PENDING;
+/// How many dropped results are remembered, to tell their DoGet what happened.
+const REMEMBERED: usize = 4 * MAX_PENDING;
 
 // A query's result must outlive its ticket on the executors.
 const _: () = assert!(TICKET_TTL.as_secs() <= RESULT_RETENTION.as_secs());
@@ -27,7 +31,7 @@ const _: () = assert!(TICKET_TTL.as_secs() <= RESULT_RETENTION.as_secs());
 /// taken by its first DoGet.
 #[derive(Default)]
 pub struct PendingResults {
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
 }
 
 #[derive(Default)]
@@ -35,7 +39,42 @@ struct State {
     entries: HashMap<Vec<u8>, (Instant, Outcome)>,
     /// Handles in the order they were inserted (some may be taken already).
     order: VecDeque<Vec<u8>>,
-    evicted: VecDeque<Vec<u8>>,
+    /// Results taken by a DoGet that is still streaming them.
+    streaming: HashMap<Vec<u8>, CancellationToken>,
+    /// Recently dropped results, and why, for their DoGet.
+    gone: VecDeque<(Vec<u8>, Gone)>,
+}
+
+#[derive(Clone, Copy)]
+enum Gone {
+    Evicted,
+    Cancelled,
+}
+
+/// What CancelFlightInfo did with a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancelled {
+    /// It was waiting, and is dropped.
+    Dropped,
+    /// It was being streamed; the stream ends with CANCELLED.
+    Stopped,
+    /// Unknown, finished or already gone.
+    Nothing,
+}
+
+/// A result being streamed; dropping it ends the registration.
+pub struct Streaming {
+    state: Arc<Mutex<State>>,
+    handle: Vec<u8>,
+    pub token: CancellationToken,
+}
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.streaming.remove(&self.handle);
+        }
+    }
 }
 
 impl PendingResults {
@@ -54,30 +93,69 @@ impl PendingResults {
         handle
     }
 
-    pub fn take(&self, handle: &[u8]) -> Result<Outcome, FloeError> {
+    /// Takes the result for its DoGet; the returned token is cancelled if
+    /// CancelFlightInfo names the result while it streams.
+    pub fn take(&self, handle: &[u8]) -> Result<(Outcome, Streaming), FloeError> {
         let mut state = self
             .state
             .lock()
             .map_err(|_| FloeError::internal("pending results are unavailable"))?;
         state.expire();
         if let Some((_, outcome)) = state.entries.remove(handle) {
-            return Ok(outcome);
+            let token = CancellationToken::new();
+            state.streaming.insert(handle.to_vec(), token.clone());
+            let streaming = Streaming {
+                state: self.state.clone(),
+                handle: handle.to_vec(),
+                token,
+            };
+            return Ok((outcome, streaming));
         }
-        Err(if state.evicted.iter().any(|h| h == handle) {
-            FloeError::new(
+        let gone = state
+            .gone
+            .iter()
+            .find(|(h, _)| h == handle)
+            .map(|(_, why)| *why);
+        Err(match gone {
+            Some(Gone::Evicted) => FloeError::new(
                 ErrorKind::ResourceExhausted,
                 format!(
                     "result evicted: more than {MAX_PENDING} results were waiting to be \
                      fetched; run the statement again and fetch it promptly"
                 ),
-            )
-        } else {
-            FloeError::not_found(format!(
+            ),
+            Some(Gone::Cancelled) => cancelled(),
+            None => FloeError::not_found(format!(
                 "result not found: tickets are single-use and expire after {} minutes",
                 TICKET_TTL.as_secs() / 60
-            ))
+            )),
         })
     }
+
+    pub fn cancel(&self, handle: &[u8]) -> Cancelled {
+        let Ok(mut state) = self.state.lock() else {
+            return Cancelled::Nothing;
+        };
+        if state.entries.remove(handle).is_some() {
+            state.remember(handle.to_vec(), Gone::Cancelled);
+            return Cancelled::Dropped;
+        }
+        match state.streaming.get(handle) {
+            Some(token) => {
+                token.cancel();
+                Cancelled::Stopped
+            }
+            None => Cancelled::Nothing,
+        }
+    }
+}
+
+/// The error a cancelled statement ends with.
+pub fn cancelled() -> FloeError {
+    FloeError::new(
+        ErrorKind::Cancelled,
+        "the statement was cancelled (CancelFlightInfo)",
+    )
 }
 
 impl State {
@@ -100,10 +178,14 @@ impl State {
             return;
         };
         if self.entries.remove(&handle).is_some() {
-            self.evicted.push_back(handle);
-            if self.evicted.len() > REMEMBERED_EVICTIONS {
-                self.evicted.pop_front();
-            }
+            self.remember(handle, Gone::Evicted);
+        }
+    }
+
+    fn remember(&mut self, handle: Vec<u8>, why: Gone) {
+        self.gone.push_back((handle, why));
+        if self.gone.len() > REMEMBERED {
+            self.gone.pop_front();
         }
     }
 }

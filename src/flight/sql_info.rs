@@ -37,7 +37,7 @@ fn server_info(info: &mut SqlInfoDataBuilder) {
         FlightSqlServerTransaction,
         SqlSupportedTransaction::None as i32,
     );
-    info.append(FlightSqlServerCancel, false);
+    info.append(FlightSqlServerCancel, true);
     info.append(FlightSqlServerBulkIngestion, false);
     info.append(FlightSqlServerIngestTransactionsSupported, false);
     // No timeout: prepared statement handles carry their SQL and never expire.

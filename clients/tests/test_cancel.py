@@ -1,0 +1,62 @@
+"""CancelFlightInfo: a result waiting for its DoGet is dropped, and one being computed
+stops (its Ballista job is cancelled); both DoGets answer CANCELLED."""
+
+import threading
+import time
+
+import pyarrow.flight as flight
+import pytest
+
+from floe_flight import _command, _length_delimited
+
+
+def _info(client, sql):
+    return client.get_flight_info(flight.FlightDescriptor.for_command(_command("CommandStatementQuery", sql)))
+
+
+def _cancel(client, info):
+    body = _length_delimited(1, info.serialize())
+    [result] = list(client.do_action(flight.Action("CancelFlightInfo", body)))
+    return result.body.to_pybytes()
+
+
+CANCELLED, NOT_CANCELLABLE = b"\x08\x01", b"\x08\x03"
+
+
+def test_cancel_a_waiting_result(server):
+    client = flight.FlightClient(server.uri)
+    info = _info(client, "SELECT 1 AS one")
+    assert _cancel(client, info) == CANCELLED
+    with pytest.raises(flight.FlightCancelledError):
+        client.do_get(info.endpoints[0].ticket).read_all()
+    assert _cancel(client, info) == NOT_CANCELLABLE
+    client.close()
+
+
+def test_cancel_a_running_query_stops_its_job(server):
+    client = flight.FlightClient(server.uri)
+    info = _info(client, "SELECT sum(value) AS s FROM range(100000000000)")
+    outcome = {}
+
+    def fetch():
+        try:
+            outcome["rows"] = client.do_get(info.endpoints[0].ticket).read_all()
+        except flight.FlightError as e:
+            outcome["error"] = e
+
+    reader = threading.Thread(target=fetch)
+    started = time.time()
+    reader.start()
+    time.sleep(1.5)
+    assert _cancel(client, info) == CANCELLED
+    reader.join(timeout=30)
+    assert not reader.is_alive()
+    assert isinstance(outcome.get("error"), flight.FlightCancelledError), outcome
+    assert time.time() - started < 20
+    deadline = time.time() + 10
+    while "cancelled job" not in server.process.output() and time.time() < deadline:
+        time.sleep(0.2)
+    assert "cancelled job" in server.process.output()
+    # The server goes on serving.
+    assert client.do_get(_info(client, "SELECT 2 AS two").endpoints[0].ticket).read_all().num_rows == 1
+    client.close()
