@@ -2,6 +2,7 @@
 //! results streamed batch by batch. What is not supported answers `UNIMPLEMENTED`.
 
 mod metadata;
+mod prepared;
 pub mod results;
 mod sql_info;
 
@@ -21,7 +22,8 @@ use arrow_flight::sql::{
     CommandGetDbSchemas, CommandGetExportedKeys, CommandGetImportedKeys, CommandGetPrimaryKeys,
     CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandGetXdbcTypeInfo,
     CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementQuery,
-    CommandStatementUpdate, ProstMessageExt, SqlInfo, TicketStatementQuery,
+    CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt, SqlInfo,
+    TicketStatementQuery,
 };
 use arrow_flight::{
     CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus, FlightDescriptor,
@@ -30,6 +32,7 @@ use arrow_flight::{
 };
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::ScalarValue;
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
 use tonic::metadata::MetadataValue;
@@ -65,9 +68,10 @@ impl FloeFlightService {
     async fn flight_info(
         &self,
         sql: &str,
+        params: &[ScalarValue],
         descriptor: FlightDescriptor,
     ) -> Result<FlightInfo, Status> {
-        let outcome = self.engine.execute(sql).await.map_err(status)?;
+        let outcome = self.engine.execute(sql, params).await.map_err(status)?;
         let schema = match &outcome {
             Outcome::Query(query) => client_schema(&query.schema()),
             Outcome::Done { rows, .. } => rows.schema(),
@@ -106,8 +110,8 @@ impl FloeFlightService {
     }
 
     /// Runs a statement sent as an update; returns the affected row count.
-    async fn update(&self, sql: &str) -> Result<i64, Status> {
-        match self.engine.execute(sql).await.map_err(status)? {
+    async fn update(&self, sql: &str, params: &[ScalarValue]) -> Result<i64, Status> {
+        match self.engine.execute(sql, params).await.map_err(status)? {
             Outcome::Done { affected, .. } => Ok(affected),
             Outcome::Query(_) => Err(Status::invalid_argument(
                 "a query was sent as an update; execute it as a query",
@@ -132,11 +136,12 @@ pub fn status(e: FloeError) -> Status {
     }
 }
 
-/// Prepared statement handles carry the SQL itself: nothing to keep on the server, and
-/// every execution resolves its tables afresh.
-fn handle_sql(handle: &[u8]) -> Result<&str, Status> {
-    std::str::from_utf8(handle)
-        .map_err(|_| Status::invalid_argument("prepared statement handle is not valid"))
+/// A schema as Flight SQL carries it in prepared statement results.
+fn schema_bytes(schema: &datafusion::arrow::datatypes::Schema) -> Result<bytes::Bytes, Status> {
+    let message: IpcMessage = SchemaAsIpc::new(schema, &IpcWriteOptions::default())
+        .try_into()
+        .map_err(|e: datafusion::arrow::error::ArrowError| Status::internal(e.to_string()))?;
+    Ok(message.0)
 }
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -169,7 +174,9 @@ impl FlightSqlService for FloeFlightService {
         query: CommandStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let info = self.flight_info(&query.query, request.into_inner()).await?;
+        let info = self
+            .flight_info(&query.query, &[], request.into_inner())
+            .await?;
         Ok(Response::new(info))
     }
 
@@ -178,8 +185,20 @@ impl FlightSqlService for FloeFlightService {
         query: CommandPreparedStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let sql = handle_sql(&query.prepared_statement_handle)?.to_string();
-        let info = self.flight_info(&sql, request.into_inner()).await?;
+        let handle = prepared::decode(&query.prepared_statement_handle)?;
+        let params = match prepared::rows(handle.parameters.as_ref())?.as_slice() {
+            [] => Vec::new(),
+            [row] => row.clone(),
+            rows => {
+                return Err(Status::invalid_argument(format!(
+                    "a query takes one row of parameters, got {}",
+                    rows.len()
+                )));
+            }
+        };
+        let info = self
+            .flight_info(&handle.sql, &params, request.into_inner())
+            .await?;
         Ok(Response::new(info))
     }
 
@@ -234,16 +253,38 @@ impl FlightSqlService for FloeFlightService {
         command: CommandStatementUpdate,
         _request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        self.update(&command.query).await
+        self.update(&command.query, &[]).await
     }
 
     async fn do_put_prepared_statement_update(
         &self,
         command: CommandPreparedStatementUpdate,
-        _request: Request<PeekableFlightDataStream>,
+        request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        let sql = handle_sql(&command.prepared_statement_handle)?.to_string();
-        self.update(&sql).await
+        let handle = prepared::decode(&command.prepared_statement_handle)?;
+        // executemany sends its rows here; a bound handle carries them otherwise.
+        let sent = prepared::read_parameters(request.into_inner()).await?;
+        let rows = prepared::rows(sent.as_ref().or(handle.parameters.as_ref()))?;
+        if rows.is_empty() {
+            return self.update(&handle.sql, &[]).await;
+        }
+        let mut affected = 0;
+        for row in rows {
+            affected += self.update(&handle.sql, &row).await?;
+        }
+        Ok(affected)
+    }
+
+    async fn do_put_prepared_statement_query(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<DoPutPreparedStatementResult, Status> {
+        let handle = prepared::decode(&query.prepared_statement_handle)?;
+        let parameters = prepared::read_parameters(request.into_inner()).await?;
+        Ok(DoPutPreparedStatementResult {
+            prepared_statement_handle: Some(prepared::encode(&handle.sql, parameters.as_ref())?),
+        })
     }
 
     async fn do_action_create_prepared_statement(
@@ -253,22 +294,19 @@ impl FlightSqlService for FloeFlightService {
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         // Queries report their result schema; DDL and DML an empty one, which tells
         // JDBC-style clients to send them as updates.
-        let dataset_schema = match self.engine.prepare(&query.query).await.map_err(status)? {
-            StatementKind::Query(schema) => {
-                let message: IpcMessage =
-                    SchemaAsIpc::new(&client_schema(&schema), &IpcWriteOptions::default())
-                        .try_into()
-                        .map_err(|e: datafusion::arrow::error::ArrowError| {
-                            Status::internal(e.to_string())
-                        })?;
-                message.0
-            }
+        let prepared = self.engine.prepare(&query.query).await.map_err(status)?;
+        let dataset_schema = match prepared.kind {
+            StatementKind::Query(schema) => schema_bytes(&client_schema(&schema))?,
             StatementKind::Update => Default::default(),
         };
+        let parameter_schema = match prepared.parameters.fields().is_empty() {
+            true => Default::default(),
+            false => schema_bytes(&prepared.parameters)?,
+        };
         Ok(ActionCreatePreparedStatementResult {
-            prepared_statement_handle: query.query.into_bytes().into(),
+            prepared_statement_handle: prepared::encode(&query.query, None)?,
             dataset_schema,
-            parameter_schema: Default::default(),
+            parameter_schema,
         })
     }
 

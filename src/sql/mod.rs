@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::DFSchema;
 use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, ParamValues, ScalarValue};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, Values, WriteOp};
@@ -69,6 +69,12 @@ impl Query {
 }
 
 /// What preparing a statement tells a client before it runs.
+pub struct Prepared {
+    pub kind: StatementKind,
+    /// One field per parameter, `$1` first; `Null` where the type is not known.
+    pub parameters: SchemaRef,
+}
+
 pub enum StatementKind {
     Query(SchemaRef),
     Update,
@@ -90,31 +96,41 @@ impl Engine {
         }
     }
 
-    /// Classifies a statement without running it (queries are planned for their schema).
-    pub async fn prepare(&self, sql: &str) -> Result<StatementKind> {
+    /// Classifies a statement without running it (queries are planned for their
+    /// schema), and names the types of its parameters (`$1`, `?`).
+    pub async fn prepare(&self, sql: &str) -> Result<Prepared> {
         let statement = parse(sql)?;
         if as_ddl(&statement).is_some() {
-            return Ok(StatementKind::Update);
+            return Ok(Prepared {
+                kind: StatementKind::Update,
+                parameters: Arc::new(Schema::empty()),
+            });
         }
-        match self.plan(statement).await? {
-            (_, Planned::Query(query)) => Ok(StatementKind::Query(query.schema())),
-            (_, Planned::Insert(..)) => Ok(StatementKind::Update),
-        }
+        let (_, planned, parameters) = self.plan(statement, &[]).await?;
+        let kind = match planned {
+            Planned::Query(query) => StatementKind::Query(query.schema()),
+            Planned::Insert(..) => StatementKind::Update,
+        };
+        Ok(Prepared { kind, parameters })
     }
 
-    /// Runs DDL and INSERT to completion; plans queries (run them with [`Self::run_query`]).
-    pub async fn execute(&self, sql: &str) -> Result<Outcome> {
+    /// Runs DDL and INSERT to completion; plans queries (run them with
+    /// [`Self::run_query`]). `params` are the values of `$1`, `$2`, … (or `?`).
+    pub async fn execute(&self, sql: &str, params: &[ScalarValue]) -> Result<Outcome> {
         let statement = parse(sql)?;
         if let Some(ddl) = as_ddl(&statement) {
+            if !params.is_empty() {
+                return Err(FloeError::invalid("DDL statements take no parameters"));
+            }
             self.execute_ddl(ddl).await?;
             return Ok(Outcome::Done {
                 rows: RecordBatch::new_empty(Arc::new(Schema::empty())),
                 affected: 0,
             });
         }
-        match self.plan(statement).await? {
-            (_, Planned::Query(query)) => Ok(Outcome::Query(query)),
-            (catalog, Planned::Insert(ctx, dml)) => {
+        match self.plan(statement, params).await? {
+            (_, Planned::Query(query), _) => Ok(Outcome::Query(query)),
+            (catalog, Planned::Insert(ctx, dml), _) => {
                 // A write runs to its end (commit, or clean-up) even if the client goes
                 // away: dropping it half-way would leave its files behind.
                 let engine = self.clone();
@@ -175,8 +191,13 @@ impl Engine {
     }
 
     /// Resolves the statement's tables and plans it on a fresh context.
-    async fn plan(&self, mut statement: DfStatement) -> Result<(Arc<StatementCatalog>, Planned)> {
+    async fn plan(
+        &self,
+        mut statement: DfStatement,
+        params: &[ScalarValue],
+    ) -> Result<(Arc<StatementCatalog>, Planned, SchemaRef)> {
         types::microsecond_timestamps(&mut statement);
+        types::number_placeholders(&mut statement);
         let ctx = self.cluster.statement_context().await?;
         let Resolution {
             catalog,
@@ -192,6 +213,19 @@ impl Engine {
         ctx.register_catalog(&self.catalog_name, catalog.clone());
         uuids::rewrite_statement(&mut statement, &catalog, DEFAULT_NAMESPACE)?;
         let plan = ctx.state().statement_to_plan(statement).await?;
+        let parameters = parameter_schema(&plan)?;
+        let plan = match plan {
+            LogicalPlan::Dml(mut dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
+                dml.input = Arc::new(nullable_values(Arc::unwrap_or_clone(dml.input))?);
+                LogicalPlan::Dml(dml)
+            }
+            plan => plan,
+        };
+        check_not_null_parameters(&plan, params)?;
+        let plan = match params {
+            [] => plan,
+            values => plan.with_param_values(ParamValues::from(values.to_vec()))?,
+        };
         let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
         if !matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_)) {
             // Ballista optimizes a job again on its scheduler, but reports failures there
@@ -200,8 +234,7 @@ impl Engine {
             ctx.state().optimize(&plan)?;
         }
         let planned = match plan {
-            LogicalPlan::Dml(mut dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
-                dml.input = Arc::new(nullable_values(Arc::unwrap_or_clone(dml.input))?);
+            LogicalPlan::Dml(dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
                 Planned::Insert(ctx, dml)
             }
             LogicalPlan::Dml(dml) => {
@@ -229,7 +262,7 @@ impl Engine {
                 local: uses_information_schema,
             })),
         };
-        Ok((catalog, planned))
+        Ok((catalog, planned, parameters))
     }
 
     /// Runs the write job, then commits its files in one snapshot, following the write
@@ -324,6 +357,42 @@ fn nullable_values(plan: LogicalPlan) -> Result<LogicalPlan> {
         node => node.recompute_schema().map(Transformed::yes),
     })?;
     Ok(plan.data)
+}
+
+/// The statement's parameters in order (`$1`, `$2`, …), typed where DataFusion could
+/// infer the type from where the parameter is used.
+fn parameter_schema(plan: &LogicalPlan) -> Result<SchemaRef> {
+    let mut parameters: Vec<(usize, String, DataType)> = plan
+        .get_parameter_types()?
+        .into_iter()
+        .map(|(id, data_type)| {
+            let position = id.trim_start_matches('$').parse().unwrap_or(usize::MAX);
+            (position, id, data_type.unwrap_or(DataType::Null))
+        })
+        .collect();
+    parameters.sort();
+    let fields: Vec<Field> = parameters
+        .into_iter()
+        .map(|(_, id, data_type)| Field::new(id, data_type, true))
+        .collect();
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// A NULL bound where the statement needs a value (an INSERT's NOT NULL column).
+fn check_not_null_parameters(plan: &LogicalPlan, params: &[ScalarValue]) -> Result<()> {
+    for (id, field) in plan.get_parameter_fields()? {
+        let Some(field) = field.filter(|f| !f.is_nullable()) else {
+            continue;
+        };
+        let position: usize = id.trim_start_matches('$').parse().unwrap_or(0);
+        if position > 0 && params.get(position - 1).is_some_and(ScalarValue::is_null) {
+            return Err(FloeError::invalid(format!(
+                "NULL value in NOT NULL column '{}' (parameter {id})",
+                field.name()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The one-row result of an INSERT.
