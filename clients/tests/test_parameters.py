@@ -37,3 +37,12 @@ def test_prepare_reports_the_parameter_types(cur, schema):
     parameters = cur.adbc_prepare(f"SELECT name FROM {schema}.typed WHERE id = $1 AND name = $2")
     assert parameters.names == ["$1", "$2"]
     assert [str(t) for t in parameters.types] == ["int64", "string"]
+
+
+def test_executemany_insert_commits_once(cur, catalog, schema):
+    cur.execute(f"CREATE TABLE {schema}.many (id BIGINT NOT NULL, label STRING)")
+    rows = [(i, f"row {i}") for i in range(200)]
+    cur.executemany(f"INSERT INTO {schema}.many (label, id) VALUES (?, ?)", [(label, i) for i, label in rows])
+    assert len(catalog.load_table(f"{schema}.many").snapshots()) == 1
+    got = query(cur, f"SELECT id, label FROM {schema}.many ORDER BY id").to_pylist()
+    assert got == [{"id": i, "label": label} for i, label in rows]

@@ -111,12 +111,8 @@ impl FloeFlightService {
 
     /// Runs a statement sent as an update; returns the affected row count.
     async fn update(&self, sql: &str, params: &[ScalarValue]) -> Result<i64, Status> {
-        match self.engine.execute(sql, params).await.map_err(status)? {
-            Outcome::Done { affected, .. } => Ok(affected),
-            Outcome::Query(_) => Err(Status::invalid_argument(
-                "a query was sent as an update; execute it as a query",
-            )),
-        }
+        let outcome = self.engine.execute(sql, params).await;
+        outcome.and_then(Outcome::affected).map_err(status)
     }
 }
 
@@ -268,11 +264,10 @@ impl FlightSqlService for FloeFlightService {
         if rows.is_empty() {
             return self.update(&handle.sql, &[]).await;
         }
-        let mut affected = 0;
-        for row in rows {
-            affected += self.update(&handle.sql, &row).await?;
-        }
-        Ok(affected)
+        self.engine
+            .execute_many(&handle.sql, &rows)
+            .await
+            .map_err(status)
     }
 
     async fn do_put_prepared_statement_query(

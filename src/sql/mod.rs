@@ -53,6 +53,18 @@ pub enum Outcome {
     Done { rows: RecordBatch, affected: i64 },
 }
 
+impl Outcome {
+    /// The rows an update affected; a query has no such count.
+    pub fn affected(self) -> Result<i64> {
+        match self {
+            Outcome::Done { affected, .. } => Ok(affected),
+            Outcome::Query(_) => Err(FloeError::invalid(
+                "a query was sent as an update; execute it as a query",
+            )),
+        }
+    }
+}
+
 pub struct Query {
     ctx: Arc<SessionContext>,
     catalog: Arc<StatementCatalog>,
@@ -117,7 +129,33 @@ impl Engine {
     /// Runs DDL and INSERT to completion; plans queries (run them with
     /// [`Self::run_query`]). `params` are the values of `$1`, `$2`, … (or `?`).
     pub async fn execute(&self, sql: &str, params: &[ScalarValue]) -> Result<Outcome> {
-        let statement = parse(sql)?;
+        self.execute_statement(parse(sql)?, params).await
+    }
+
+    /// Runs an update once per parameter row (`executemany`); returns the rows affected
+    /// in all. `INSERT … VALUES (…)` takes every row in one statement: one job, one
+    /// commit, one snapshot.
+    pub async fn execute_many(&self, sql: &str, rows: &[Vec<ScalarValue>]) -> Result<i64> {
+        let mut statement = parse(sql)?;
+        types::number_placeholders(&mut statement);
+        if let Some(params) = types::expand_insert_values(&mut statement, rows) {
+            return self.execute_statement(statement, &params).await?.affected();
+        }
+        let mut affected = 0;
+        for row in rows {
+            affected += self
+                .execute_statement(statement.clone(), row)
+                .await?
+                .affected()?;
+        }
+        Ok(affected)
+    }
+
+    async fn execute_statement(
+        &self,
+        statement: DfStatement,
+        params: &[ScalarValue],
+    ) -> Result<Outcome> {
         if let Some(ddl) = as_ddl(&statement) {
             if !params.is_empty() {
                 return Err(FloeError::invalid("DDL statements take no parameters"));
