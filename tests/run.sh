@@ -12,6 +12,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 "$VENV/bin/pip" install --quiet --disable-pip-version-check -r clients/requirements.txt
+# Apache Arrow's Java Flight SQL client, for the JDBC call-order test.
+PIP="$VENV/bin/pip" clients/java/fetch-jars.sh
 
 cargo build --bins
 cargo test
