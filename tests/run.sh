@@ -12,6 +12,12 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 "$VENV/bin/pip" install --quiet --disable-pip-version-check -r clients/requirements.txt
+# Superset's Flight SQL dialect pins SQLAlchemy < 2: it gets a virtualenv of its own.
+SUPERSET_VENV="${FLOE_SUPERSET_VENV:-$HOME/.cache/floe-venv-superset}"
+if [ ! -x "$SUPERSET_VENV/bin/python" ]; then
+  python3 -m venv "$SUPERSET_VENV"
+fi
+"$SUPERSET_VENV/bin/pip" install --quiet --disable-pip-version-check -r clients/requirements-superset.txt
 # Apache Arrow's Java Flight SQL client, for the JDBC call-order test.
 PIP="$VENV/bin/pip" clients/java/fetch-jars.sh
 
