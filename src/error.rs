@@ -15,6 +15,8 @@ pub enum ErrorKind {
     AlreadyExists,
     Unimplemented,
     Cancelled,
+    /// The statement ran past its time limit (and was cancelled).
+    DeadlineExceeded,
     /// The statement lost a race it cannot win by itself (a commit conflict that
     /// survived the retries, a schema change during a write): retrying it is safe.
     Aborted,
@@ -162,12 +164,13 @@ impl FloeError {
 }
 
 impl ErrorKind {
-    const ALL: [ErrorKind; 9] = [
+    const ALL: [ErrorKind; 10] = [
         ErrorKind::InvalidArgument,
         ErrorKind::NotFound,
         ErrorKind::AlreadyExists,
         ErrorKind::Unimplemented,
         ErrorKind::Cancelled,
+        ErrorKind::DeadlineExceeded,
         ErrorKind::Aborted,
         ErrorKind::ResourceExhausted,
         ErrorKind::Unavailable,
@@ -181,6 +184,7 @@ impl ErrorKind {
             ErrorKind::AlreadyExists => "already_exists",
             ErrorKind::Unimplemented => "unimplemented",
             ErrorKind::Cancelled => "cancelled",
+            ErrorKind::DeadlineExceeded => "deadline_exceeded",
             ErrorKind::Aborted => "aborted",
             ErrorKind::ResourceExhausted => "resource_exhausted",
             ErrorKind::Unavailable => "unavailable",

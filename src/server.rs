@@ -41,6 +41,7 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
         catalog,
         config.catalog.name.clone(),
         cluster.clone(),
+        config.statement_timeout,
     ));
     // The in-process executors stop on the same signal, so statements still waiting for
     // a job are cancelled (and fail cleanly) rather than left waiting.

@@ -60,3 +60,25 @@ def test_cancel_a_running_query_stops_its_job(server):
     # The server goes on serving.
     assert client.do_get(_info(client, "SELECT 2 AS two").endpoints[0].ticket).read_all().num_rows == 1
     client.close()
+
+
+def test_statement_timeout_cancels_the_job(tmp_path):
+    from conftest import Server
+
+    server = Server(tmp_path / "data", ["--statement-timeout-secs", "1"])
+    try:
+        client = flight.FlightClient(server.uri)
+        started = time.time()
+        info = _info(client, "SELECT sum(value) AS s FROM range(100000000000)")
+        with pytest.raises(flight.FlightTimedOutError, match="statement_timeout_secs = 1"):
+            client.do_get(info.endpoints[0].ticket).read_all()
+        assert time.time() - started < 20
+        deadline = time.time() + 10
+        while "cancelled job" not in server.process.output() and time.time() < deadline:
+            time.sleep(0.2)
+        assert "cancelled job" in server.process.output()
+        # Quick statements are unaffected.
+        assert client.do_get(_info(client, "SELECT 1 AS one").endpoints[0].ticket).read_all().num_rows == 1
+        client.close()
+    finally:
+        server.stop()

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -21,6 +22,7 @@ pub struct FileConfig {
     pub local_executors: Option<usize>,
     pub executor_slots: Option<usize>,
     pub target_partitions: Option<usize>,
+    pub statement_timeout_secs: Option<u64>,
     pub catalog: Option<CatalogFileConfig>,
 }
 
@@ -61,6 +63,9 @@ pub struct ServeArgs {
     /// Partitions a scan is split into at most (default: number of CPUs).
     #[arg(long, env = "FLOE_TARGET_PARTITIONS")]
     pub target_partitions: Option<usize>,
+    /// Longest a statement's job may run, in seconds (default 0: no limit).
+    #[arg(long, env = "FLOE_STATEMENT_TIMEOUT_SECS")]
+    pub statement_timeout_secs: Option<u64>,
     /// Catalog implementation: sql, rest or memory (default sql).
     #[arg(long, env = "FLOE_CATALOG_TYPE")]
     pub catalog_type: Option<String>,
@@ -113,6 +118,8 @@ pub struct ServeConfig {
     pub local_executors: usize,
     pub executor_slots: usize,
     pub target_partitions: usize,
+    /// Longest a statement's job may run; `None`: no limit.
+    pub statement_timeout: Option<Duration>,
     pub catalog: CatalogConfig,
 }
 
@@ -161,6 +168,12 @@ impl ServeConfig {
                 .or(file.target_partitions)
                 .unwrap_or_else(cpus),
         )?;
+
+        let statement_timeout = args
+            .statement_timeout_secs
+            .or(file.statement_timeout_secs)
+            .filter(|secs| *secs > 0)
+            .map(Duration::from_secs);
 
         let kind = match args
             .catalog_type
@@ -212,6 +225,7 @@ impl ServeConfig {
             local_executors,
             executor_slots,
             target_partitions,
+            statement_timeout,
             catalog: CatalogConfig {
                 kind,
                 name,

@@ -125,6 +125,7 @@ pub fn status(e: FloeError) -> Status {
         ErrorKind::AlreadyExists => Status::already_exists(message),
         ErrorKind::Unimplemented => Status::unimplemented(message),
         ErrorKind::Cancelled => Status::cancelled(message),
+        ErrorKind::DeadlineExceeded => Status::deadline_exceeded(message),
         ErrorKind::Aborted => Status::aborted(message),
         ErrorKind::ResourceExhausted => Status::resource_exhausted(message),
         ErrorKind::Unavailable => Status::unavailable(message),

@@ -12,6 +12,9 @@ pub mod types;
 pub mod uuids;
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use ballista_core::serde::protobuf::PartitionLocation;
 
 use datafusion::arrow::array::{Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -28,7 +31,7 @@ use iceberg::Catalog;
 
 use crate::catalog::DEFAULT_NAMESPACE;
 use crate::cluster::{Cluster, fetch_results};
-use crate::error::{FloeError, Result};
+use crate::error::{ErrorKind, FloeError, Result};
 use crate::table::commit::{WrittenFile, written_files};
 use crate::table::write::descriptor_schema;
 use crate::table::write_protocol::{commit_write, discard_writes};
@@ -42,6 +45,7 @@ pub struct Engine {
     catalog: Arc<dyn Catalog>,
     catalog_name: String,
     cluster: Cluster,
+    statement_timeout: Option<Duration>,
 }
 
 /// A statement ready to produce rows.
@@ -93,12 +97,41 @@ pub enum StatementKind {
 }
 
 impl Engine {
-    pub fn new(catalog: Arc<dyn Catalog>, catalog_name: String, cluster: Cluster) -> Self {
+    pub fn new(
+        catalog: Arc<dyn Catalog>,
+        catalog_name: String,
+        cluster: Cluster,
+        statement_timeout: Option<Duration>,
+    ) -> Self {
         Self {
             catalog,
             catalog_name,
             cluster,
+            statement_timeout,
         }
+    }
+
+    /// Runs a statement's job on the cluster, within the statement timeout (past it,
+    /// the job is cancelled).
+    async fn run_job(
+        &self,
+        ctx: &Arc<SessionContext>,
+        plan: &LogicalPlan,
+        name: &str,
+    ) -> Result<Vec<PartitionLocation>> {
+        let job = self.cluster.run_job(ctx, plan, name);
+        let Some(limit) = self.statement_timeout else {
+            return job.await;
+        };
+        tokio::time::timeout(limit, job).await.unwrap_or_else(|_| {
+            Err(FloeError::new(
+                ErrorKind::DeadlineExceeded,
+                format!(
+                    "the statement ran longer than statement_timeout_secs = {}; it was cancelled",
+                    limit.as_secs()
+                ),
+            ))
+        })
     }
 
     fn names(&self) -> Names<'_> {
@@ -192,7 +225,6 @@ impl Engine {
             return Ok(frame.execute_stream().await?);
         }
         let locations = self
-            .cluster
             .run_job(&query.ctx, &query.plan, "query")
             .await
             .map_err(|e| query.catalog.planning_error().unwrap_or(e))?;
@@ -344,7 +376,7 @@ impl Engine {
         ctx: &Arc<SessionContext>,
         plan: &LogicalPlan,
     ) -> Result<Vec<WrittenFile>> {
-        let locations = self.cluster.run_job(ctx, plan, "insert").await?;
+        let locations = self.run_job(ctx, plan, "insert").await?;
         let batches: Vec<RecordBatch> = fetch_results(descriptor_schema(), locations)
             .try_collect()
             .await?;
