@@ -6,6 +6,7 @@ pub mod ddl;
 pub mod dialect;
 pub mod like;
 pub mod metadata;
+pub mod params;
 pub mod parse;
 pub mod resolve;
 pub mod types;
@@ -170,8 +171,8 @@ impl Engine {
     /// commit, one snapshot.
     pub async fn execute_many(&self, sql: &str, rows: &[Vec<ScalarValue>]) -> Result<i64> {
         let mut statement = parse(sql)?;
-        types::number_placeholders(&mut statement);
-        if let Some(params) = types::expand_insert_values(&mut statement, rows) {
+        params::number_placeholders(&mut statement);
+        if let Some(params) = params::expand_insert_values(&mut statement, rows) {
             return self.execute_statement(statement, &params).await?.affected();
         }
         let mut affected = 0;
@@ -267,7 +268,7 @@ impl Engine {
         params: &[ScalarValue],
     ) -> Result<(Arc<StatementCatalog>, Planned, SchemaRef)> {
         types::microsecond_timestamps(&mut statement);
-        types::number_placeholders(&mut statement);
+        params::number_placeholders(&mut statement);
         let ctx = self.cluster.statement_context().await?;
         let Resolution {
             catalog,
@@ -283,7 +284,7 @@ impl Engine {
         ctx.register_catalog(&self.catalog_name, catalog.clone());
         uuids::rewrite_statement(&mut statement, &catalog, DEFAULT_NAMESPACE)?;
         let plan = ctx.state().statement_to_plan(statement).await?;
-        let parameters = parameter_schema(&plan)?;
+        let parameters = params::parameter_schema(&plan)?;
         let plan = match plan {
             LogicalPlan::Dml(mut dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
                 dml.input = Arc::new(nullable_values(Arc::unwrap_or_clone(dml.input))?);
@@ -291,7 +292,7 @@ impl Engine {
             }
             plan => plan,
         };
-        check_not_null_parameters(&plan, params)?;
+        params::check_not_null(&plan, params)?;
         let plan = match params {
             [] => plan,
             values => plan.with_param_values(ParamValues::from(values.to_vec()))?,
@@ -427,42 +428,6 @@ fn nullable_values(plan: LogicalPlan) -> Result<LogicalPlan> {
         node => node.recompute_schema().map(Transformed::yes),
     })?;
     Ok(plan.data)
-}
-
-/// The statement's parameters in order (`$1`, `$2`, …), typed where DataFusion could
-/// infer the type from where the parameter is used.
-fn parameter_schema(plan: &LogicalPlan) -> Result<SchemaRef> {
-    let mut parameters: Vec<(usize, String, DataType)> = plan
-        .get_parameter_types()?
-        .into_iter()
-        .map(|(id, data_type)| {
-            let position = id.trim_start_matches('$').parse().unwrap_or(usize::MAX);
-            (position, id, data_type.unwrap_or(DataType::Null))
-        })
-        .collect();
-    parameters.sort();
-    let fields: Vec<Field> = parameters
-        .into_iter()
-        .map(|(_, id, data_type)| Field::new(id, data_type, true))
-        .collect();
-    Ok(Arc::new(Schema::new(fields)))
-}
-
-/// A NULL bound where the statement needs a value (an INSERT's NOT NULL column).
-fn check_not_null_parameters(plan: &LogicalPlan, params: &[ScalarValue]) -> Result<()> {
-    for (id, field) in plan.get_parameter_fields()? {
-        let Some(field) = field.filter(|f| !f.is_nullable()) else {
-            continue;
-        };
-        let position: usize = id.trim_start_matches('$').parse().unwrap_or(0);
-        if position > 0 && params.get(position - 1).is_some_and(ScalarValue::is_null) {
-            return Err(FloeError::invalid(format!(
-                "NULL value in NOT NULL column '{}' (parameter {id})",
-                field.name()
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The one-row result of an INSERT.
