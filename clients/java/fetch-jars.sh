@@ -13,11 +13,16 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 "$PIP" download --quiet --disable-pip-version-check --no-deps deephaven-server==42.7 -d "$WORK"
 mkdir -p "$JARS"
-unzip -q -j -o "$WORK"/deephaven_server-42.7-py3-none-any.whl -d "$JARS" \
-  'deephaven_server/jars/flight-*' 'deephaven_server/jars/arrow-*' \
-  'deephaven_server/jars/grpc-*' 'deephaven_server/jars/netty-*' \
-  'deephaven_server/jars/protobuf-*' 'deephaven_server/jars/guava-*' \
-  'deephaven_server/jars/failureaccess-*' 'deephaven_server/jars/perfmark-*' \
-  'deephaven_server/jars/slf4j-api-*' 'deephaven_server/jars/jackson-*' \
-  'deephaven_server/jars/flatbuffers-*' 'deephaven_server/jars/commons-codec-*' \
-  'deephaven_server/jars/gson-*' 'deephaven_server/jars/jsr305-*'
+# Python's zipfile rather than unzip, which not every machine has.
+python3 - "$WORK"/deephaven_server-42.7-py3-none-any.whl "$JARS" <<'PY'
+import re, sys, zipfile
+wanted = re.compile(
+    r"deephaven_server/jars/(flight-|arrow-|grpc-|netty-|protobuf-|guava-|failureaccess-"
+    r"|perfmark-|slf4j-api-|jackson-|flatbuffers-|commons-codec-|gson-|jsr305-)[^/]*\.jar$"
+)
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    for name in wheel.namelist():
+        if wanted.match(name):
+            with open(f"{sys.argv[2]}/{name.rsplit('/', 1)[1]}", "wb") as out:
+                out.write(wheel.read(name))
+PY
