@@ -70,14 +70,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let baseline = SessionContext::new_with_config(
         SessionConfig::new().with_target_partitions(floe::config::cpus()),
     );
-    let data = dir.path().join("warehouse/default/t/data");
-    baseline
-        .register_parquet(
-            "t",
-            data.to_string_lossy().as_ref(),
-            ParquetReadOptions::default(),
-        )
+    // Each write has its own directory under data/: give DataFusion the files.
+    let files_written = parquet_files(&dir.path().join("warehouse/default/t/data"))?;
+    let table = baseline
+        .read_parquet(files_written, ParquetReadOptions::default())
         .await?;
+    baseline.register_table("t", table.into_view())?;
 
     println!("{rows} rows in {files} Parquet files, median of {runs} runs");
     println!(
@@ -111,6 +109,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 type BoxError = Box<dyn std::error::Error>;
+
+fn parquet_files(dir: &std::path::Path) -> Result<Vec<String>, BoxError> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            files.extend(parquet_files(&path)?);
+        } else if path.extension().is_some_and(|e| e == "parquet") {
+            files.push(path.to_string_lossy().into_owned());
+        }
+    }
+    Ok(files)
+}
 
 async fn connect(port: u16) -> Result<FlightSqlServiceClient<Channel>, BoxError> {
     let deadline = Instant::now() + Duration::from_secs(120);

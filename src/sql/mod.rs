@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballista_core::serde::protobuf::PartitionLocation;
-
 use datafusion::arrow::array::{Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::tree_node::{Transformed, TreeNode};
