@@ -43,8 +43,7 @@ pub fn rewrite_statement(
     if let sql::Statement::Insert(insert) = statement.as_mut() {
         rewrite_inserted_values(insert, catalog, default_namespace)?;
     }
-    let mut result = Ok(());
-    let _ = visit_expressions_mut(statement.as_mut(), |expr| {
+    let flow = visit_expressions_mut(statement.as_mut(), |expr| {
         let text = match expr {
             sql::Expr::Cast {
                 expr: inner,
@@ -59,18 +58,17 @@ pub fn rewrite_statement(
             }
             _ => None,
         };
-        if let Some(text) = text {
-            match uuid_expr(&text) {
-                Ok(bytes) => *expr = bytes,
-                Err(e) => {
-                    result = Err(e);
-                    return ControlFlow::Break(());
-                }
-            }
+        match text.map(|text| uuid_expr(&text)) {
+            Some(Ok(bytes)) => *expr = bytes,
+            Some(Err(e)) => return ControlFlow::Break(e),
+            None => {}
         }
         ControlFlow::Continue(())
     });
-    result
+    match flow {
+        ControlFlow::Break(e) => Err(e),
+        ControlFlow::Continue(()) => Ok(()),
+    }
 }
 
 fn rewrite_inserted_values(
