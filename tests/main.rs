@@ -8,6 +8,7 @@ mod errors;
 mod filter;
 mod grouping;
 mod metadata;
+mod prepared;
 mod results;
 mod scan;
 mod sql_parse;

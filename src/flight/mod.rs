@@ -2,7 +2,7 @@
 //! results streamed batch by batch. What is not supported answers `UNIMPLEMENTED`.
 
 mod metadata;
-mod prepared;
+pub mod prepared;
 pub mod results;
 mod sql_info;
 
