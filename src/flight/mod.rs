@@ -5,6 +5,7 @@ mod metadata;
 pub mod prepared;
 pub mod results;
 mod sql_info;
+mod upload;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -15,7 +16,10 @@ use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightServiceServer;
 use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder, XdbcTypeInfoData};
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
-use arrow_flight::sql::{ActionCancelQueryRequest, ActionCancelQueryResult};
+use arrow_flight::sql::{
+    ActionCancelQueryRequest, ActionCancelQueryResult, CommandStatementIngest, TableExistsOption,
+    TableNotExistOption,
+};
 use arrow_flight::sql::{
     ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
     ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetCrossReference,
@@ -41,6 +45,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::arrow_compat::{client_schema, conform_batch};
 use crate::error::{ErrorKind, FloeError};
+use crate::sql::ingest::{IfExists, IfMissing, IngestTarget};
 use crate::sql::{Engine, Outcome, StatementKind};
 use results::{Cancelled, PendingResults};
 
@@ -267,6 +272,42 @@ impl FlightSqlService for FloeFlightService {
         }
         self.engine
             .execute_many(&handle.sql, &rows)
+            .await
+            .map_err(status)
+    }
+
+    async fn do_put_statement_ingest(
+        &self,
+        command: CommandStatementIngest,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        if command.temporary {
+            return Err(Status::unimplemented(
+                "ingest into a temporary table is not supported",
+            ));
+        }
+        if command.transaction_id.is_some() {
+            return Err(Status::unimplemented("Floe has no transactions"));
+        }
+        let options = command.table_definition_options.unwrap_or_default();
+        let if_missing = match TableNotExistOption::try_from(options.if_not_exist) {
+            Ok(TableNotExistOption::Create) => IfMissing::Create,
+            _ => IfMissing::Fail,
+        };
+        let if_exists = match TableExistsOption::try_from(options.if_exists) {
+            Ok(TableExistsOption::Append) => IfExists::Append,
+            Ok(TableExistsOption::Replace) => IfExists::Replace,
+            _ => IfExists::Fail,
+        };
+        let (schema, batches) = upload::read_batches(request.into_inner()).await?;
+        let schema = schema.ok_or_else(|| Status::invalid_argument("ingest: no data was sent"))?;
+        let target = IngestTarget {
+            catalog: command.catalog,
+            schema: command.schema,
+            table: command.table,
+        };
+        self.engine
+            .ingest(target, if_missing, if_exists, schema, batches)
             .await
             .map_err(status)
     }

@@ -2,8 +2,6 @@
 //! client has bound parameters (DoPut), their values: the server keeps nothing between
 //! calls, and DoPut answers with the new handle, as the spec allows.
 
-use arrow_flight::decode::FlightRecordBatchStream;
-use arrow_flight::error::FlightError;
 use arrow_flight::sql::server::PeekableFlightDataStream;
 use bytes::Bytes;
 use datafusion::arrow::compute::concat_batches;
@@ -11,8 +9,9 @@ use datafusion::arrow::ipc::reader::StreamReader;
 use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
-use futures::TryStreamExt;
 use tonic::Status;
+
+use super::upload::read_batches;
 
 /// Marks a handle with bound parameters; a plain handle is the SQL text itself.
 const WITH_PARAMETERS: &[u8] = b"floe-prepared-1\n";
@@ -70,20 +69,11 @@ pub fn decode(handle: &[u8]) -> Result<Handle, Status> {
 pub async fn read_parameters(
     stream: PeekableFlightDataStream,
 ) -> Result<Option<RecordBatch>, Status> {
-    let mut batches =
-        FlightRecordBatchStream::new_from_flight_data(stream.map_err(FlightError::from));
-    let mut collected = Vec::new();
-    while let Some(batch) = batches
-        .try_next()
-        .await
-        .map_err(|e| Status::invalid_argument(format!("reading parameters: {e}")))?
-    {
-        collected.push(batch);
-    }
-    let Some(first) = collected.first() else {
+    let (_, batches) = read_batches(stream).await?;
+    let Some(first) = batches.first() else {
         return Ok(None);
     };
-    let batch = concat_batches(&first.schema(), &collected)
+    let batch = concat_batches(&first.schema(), &batches)
         .map_err(|e| Status::invalid_argument(format!("parameters: {e}")))?;
     Ok((batch.num_rows() > 0).then_some(batch))
 }

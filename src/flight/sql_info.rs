@@ -38,7 +38,7 @@ fn server_info(info: &mut SqlInfoDataBuilder) {
         SqlSupportedTransaction::None as i32,
     );
     info.append(FlightSqlServerCancel, true);
-    info.append(FlightSqlServerBulkIngestion, false);
+    info.append(FlightSqlServerBulkIngestion, true);
     info.append(FlightSqlServerIngestTransactionsSupported, false);
     // No timeout: prepared statement handles carry their SQL and never expire.
     info.append(FlightSqlServerStatementTimeout, 0i32);

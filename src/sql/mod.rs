@@ -4,6 +4,7 @@
 
 pub mod ddl;
 pub mod dialect;
+pub mod ingest;
 pub mod like;
 pub mod metadata;
 pub mod params;

@@ -53,10 +53,27 @@ pub async fn resolve(
         .filter(|r| !(r.schema().is_none() && state.table_functions().contains_key(r.table())))
         .collect();
     let (info_schema, tables): (Vec<_>, Vec<_>) = references
-        .iter()
+        .into_iter()
         .partition(|r| r.schema() == Some(INFORMATION_SCHEMA));
     let uses_information_schema = !info_schema.is_empty();
+    resolve_tables(
+        catalog,
+        catalog_name,
+        default_namespace,
+        &tables,
+        uses_information_schema,
+    )
+    .await
+}
 
+/// Loads `tables` (and, for information_schema, lists every namespace's tables).
+pub async fn resolve_tables(
+    catalog: &Arc<dyn Catalog>,
+    catalog_name: &str,
+    default_namespace: &str,
+    tables: &[TableReference],
+    uses_information_schema: bool,
+) -> Result<Resolution> {
     let mut namespaces: Vec<String> = if uses_information_schema {
         catalog
             .list_namespaces(None)
@@ -67,7 +84,7 @@ pub async fn resolve(
     } else {
         Vec::new()
     };
-    for reference in &tables {
+    for reference in tables {
         if let Some(name) = reference.catalog()
             && name != catalog_name
         {
@@ -104,7 +121,7 @@ pub async fn resolve(
     }
 
     // Load every referenced table now: a missing one is NOT_FOUND before planning.
-    for reference in &tables {
+    for reference in tables {
         let namespace = reference.schema().unwrap_or(default_namespace);
         let display = display_name(reference, namespace);
         let Some(schema) = schemas.get(namespace) else {
