@@ -43,3 +43,11 @@ def test_ingest_modes(conn, cur, catalog, schema):
     with pytest.raises(adbc_driver_manager.Error, match="replace"):
         cur.adbc_ingest("loaded", ROWS, mode="replace", db_schema_name=schema)
     assert query(cur, f"SELECT count(*) AS n FROM {schema}.loaded").to_pylist() == [{"n": 1001}]
+
+
+def test_an_ingest_too_large_for_one_job_is_refused_clearly(cur, catalog, schema):
+    rows = 2_500_000
+    big = pa.table({"id": pa.array(range(rows), pa.int64()), "v": pa.array(range(rows), pa.float64())})
+    with pytest.raises(adbc_driver_manager.Error, match="at most 33 MB"):
+        cur.adbc_ingest("big", big.to_reader(max_chunksize=100_000), mode="create", db_schema_name=schema)
+    assert catalog.list_tables(schema) == []

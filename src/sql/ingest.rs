@@ -18,7 +18,12 @@ use iceberg::{NamespaceIdent, TableCreation, TableIdent};
 
 use super::Engine;
 use super::resolve::resolve_tables;
-use crate::error::{FloeError, Result};
+use crate::cluster::MAX_MESSAGE_SIZE;
+use crate::error::{ErrorKind, FloeError, Result};
+
+/// The uploaded batches travel to the executor inside the job's plan, which must fit
+/// one cluster message (with room for the rest of the plan).
+const MAX_INGEST_BYTES: usize = MAX_MESSAGE_SIZE / 2;
 
 /// Where the rows go.
 pub struct IngestTarget {
@@ -51,6 +56,18 @@ impl Engine {
         schema: SchemaRef,
         batches: Vec<RecordBatch>,
     ) -> Result<i64> {
+        let size: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
+        if size > MAX_INGEST_BYTES {
+            return Err(FloeError::new(
+                ErrorKind::ResourceExhausted,
+                format!(
+                    "ingest: {} MB uploaded; one ingest takes at most {} MB of Arrow data for \
+                     now (split the data into several ingests)",
+                    size / 1_000_000,
+                    MAX_INGEST_BYTES / 1_000_000
+                ),
+            ));
+        }
         if let Some(catalog) = target
             .catalog
             .as_deref()
