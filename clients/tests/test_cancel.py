@@ -82,3 +82,27 @@ def test_statement_timeout_cancels_the_job(tmp_path):
         client.close()
     finally:
         server.stop()
+
+
+def test_a_client_killed_mid_query_cancels_its_job(server):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    reader = (
+        "import sys; sys.path.insert(0, sys.argv[2]); from floe_flight import FloeFlightClient; "
+        "FloeFlightClient(sys.argv[1]).query('SELECT sum(value) AS s FROM range(100000000000)')"
+    )
+    clients_dir = str(Path(__file__).resolve().parent.parent)
+    before = server.process.output().count("cancelled job")
+    proc = subprocess.Popen([sys.executable, "-c", reader, server.uri, clients_dir])
+    time.sleep(2)
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 15
+    while server.process.output().count("cancelled job") == before and time.time() < deadline:
+        time.sleep(0.2)
+    assert server.process.output().count("cancelled job") > before
+    client = flight.FlightClient(server.uri)
+    assert client.do_get(_info(client, "SELECT 3 AS three").endpoints[0].ticket).read_all().num_rows == 1
+    client.close()

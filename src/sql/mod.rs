@@ -119,20 +119,23 @@ impl Engine {
         ctx: &Arc<SessionContext>,
         plan: &LogicalPlan,
         name: &str,
+        catalog: &StatementCatalog,
     ) -> Result<Vec<PartitionLocation>> {
         let job = self.cluster.run_job(ctx, plan, name);
-        let Some(limit) = self.statement_timeout else {
-            return job.await;
+        let result = match self.statement_timeout {
+            None => job.await,
+            Some(limit) => tokio::time::timeout(limit, job).await.unwrap_or_else(|_| {
+                Err(FloeError::new(
+                    ErrorKind::DeadlineExceeded,
+                    format!(
+                        "the statement ran longer than statement_timeout_secs = {}; it was \
+                         cancelled",
+                        limit.as_secs()
+                    ),
+                ))
+            }),
         };
-        tokio::time::timeout(limit, job).await.unwrap_or_else(|_| {
-            Err(FloeError::new(
-                ErrorKind::DeadlineExceeded,
-                format!(
-                    "the statement ran longer than statement_timeout_secs = {}; it was cancelled",
-                    limit.as_secs()
-                ),
-            ))
-        })
+        result.map_err(|e| planning_failure(ctx, plan, catalog, e))
     }
 
     fn names(&self) -> Names<'_> {
@@ -226,9 +229,8 @@ impl Engine {
             return Ok(frame.execute_stream().await?);
         }
         let locations = self
-            .run_job(&query.ctx, &query.plan, "query")
-            .await
-            .map_err(|e| query.catalog.planning_error().unwrap_or(e))?;
+            .run_job(&query.ctx, &query.plan, "query", &query.catalog)
+            .await?;
         Ok(fetch_results(schema, locations))
     }
 
@@ -298,12 +300,6 @@ impl Engine {
             values => plan.with_param_values(ParamValues::from(values.to_vec()))?,
         };
         let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
-        if !matches!(plan, LogicalPlan::Explain(_) | LogicalPlan::Analyze(_)) {
-            // Ballista optimizes a job again on its scheduler, but reports failures there
-            // only as text: failing here keeps the error's kind (a constant 1/0 is the
-            // user's error, not the server's).
-            ctx.state().optimize(&plan)?;
-        }
         let planned = match plan {
             LogicalPlan::Dml(dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
                 Planned::Insert(ctx, dml)
@@ -352,13 +348,13 @@ impl Engine {
             })?;
         let plan = LogicalPlan::Dml(dml);
         // The writes are planned (and their ids known) when the job's plan is built.
-        let job = self.run_write_job(ctx, &plan).await;
+        let job = self.run_write_job(ctx, &plan, catalog).await;
         let write_ids = provider.planned_writes();
         let files = match job {
             Ok(files) => files,
             Err(e) => {
                 discard_writes(provider.table(), &write_ids).await;
-                return Err(catalog.planning_error().unwrap_or(e));
+                return Err(e);
             }
         };
         let Ok([write_id]) = <[String; 1]>::try_from(write_ids.clone()) else {
@@ -376,8 +372,9 @@ impl Engine {
         &self,
         ctx: &Arc<SessionContext>,
         plan: &LogicalPlan,
+        catalog: &StatementCatalog,
     ) -> Result<Vec<WrittenFile>> {
-        let locations = self.run_job(ctx, plan, "insert").await?;
+        let locations = self.run_job(ctx, plan, "insert", catalog).await?;
         let batches: Vec<RecordBatch> = fetch_results(descriptor_schema(), locations)
             .try_collect()
             .await?;
@@ -388,6 +385,28 @@ impl Engine {
 enum Planned {
     Query(Box<Query>),
     Insert(Arc<SessionContext>, DmlStatement),
+}
+
+/// Ballista plans a job on its scheduler (in this process) and reports a planning
+/// failure only as text. A failed job whose error has no kind learns it here, off the
+/// hot path: a scan's error from the statement's providers, an optimizer's (a constant
+/// `1/0` is the user's error) by optimizing the plan again.
+fn planning_failure(
+    ctx: &SessionContext,
+    plan: &LogicalPlan,
+    catalog: &StatementCatalog,
+    error: FloeError,
+) -> FloeError {
+    if error.kind != ErrorKind::Internal {
+        return error;
+    }
+    if let Some(scan_error) = catalog.planning_error() {
+        return scan_error;
+    }
+    match ctx.state().optimize(plan) {
+        Err(optimizer_error) => optimizer_error.into(),
+        Ok(_) => error,
+    }
 }
 
 /// The statement if Floe executes it as DDL itself.

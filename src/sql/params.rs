@@ -11,27 +11,25 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::{self as sql, Expr, SetExpr, Value, visit_expressions_mut};
 
+use super::parse::sql_statement_mut;
 use crate::error::{FloeError, Result};
 
 /// Numbers `?` parameters in the order they appear: `?` … `?` → `$1` … `$2`.
 pub fn number_placeholders(statement: &mut Statement) {
-    match statement {
-        Statement::Statement(statement) => {
-            let mut next = 0;
-            let _ = visit_expressions_mut(statement.as_mut(), |expr| {
-                if let Expr::Value(value) = expr
-                    && let Value::Placeholder(name) = &mut value.value
-                    && name == "?"
-                {
-                    next += 1;
-                    *name = format!("${next}");
-                }
-                ControlFlow::<()>::Continue(())
-            });
+    let Some(statement) = sql_statement_mut(statement) else {
+        return;
+    };
+    let mut next = 0;
+    let _ = visit_expressions_mut(statement, |expr| {
+        if let Expr::Value(value) = expr
+            && let Value::Placeholder(name) = &mut value.value
+            && name == "?"
+        {
+            next += 1;
+            *name = format!("${next}");
         }
-        Statement::Explain(explain) => number_placeholders(&mut explain.statement),
-        _ => {}
-    }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 /// `INSERT … VALUES (one row of expressions)` run for many parameter rows becomes one

@@ -3,6 +3,7 @@
 //! re-joined.
 
 use datafusion::sql::parser::{DFParser, DFParserBuilder, Statement};
+use datafusion::sql::sqlparser::ast;
 use datafusion::sql::sqlparser::dialect::Dialect;
 use datafusion::sql::sqlparser::tokenizer::Token;
 
@@ -32,6 +33,15 @@ pub fn parse(sql: &str) -> Result<Statement> {
         ));
     }
     Ok(statement)
+}
+
+/// The SQL statement inside `statement` (under any `EXPLAIN`), if it is one.
+pub fn sql_statement_mut(statement: &mut Statement) -> Option<&mut ast::Statement> {
+    match statement {
+        Statement::Statement(statement) => Some(statement.as_mut()),
+        Statement::Explain(explain) => sql_statement_mut(&mut explain.statement),
+        _ => None,
+    }
 }
 
 fn skip_semicolons(parser: &mut DFParser) {

@@ -6,23 +6,22 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::parser::Statement;
+
+use super::parse::sql_statement_mut;
 use datafusion::sql::sqlparser::ast::{DataType, Expr, visit_expressions_mut};
 
 /// Gives every `TIMESTAMP` in a cast or typed literal (`TIMESTAMP '…'`, `CAST(… AS
 /// TIMESTAMP)`, `…::TIMESTAMP`) without a precision the precision 6.
 pub fn microsecond_timestamps(statement: &mut Statement) {
-    match statement {
-        Statement::Statement(statement) => {
-            let _ = visit_expressions_mut(statement.as_mut(), |expr| {
-                if let Some(DataType::Timestamp(precision @ None, _)) = target_type(expr) {
-                    *precision = Some(6);
-                }
-                ControlFlow::<()>::Continue(())
-            });
+    let Some(statement) = sql_statement_mut(statement) else {
+        return;
+    };
+    let _ = visit_expressions_mut(statement, |expr| {
+        if let Some(DataType::Timestamp(precision @ None, _)) = target_type(expr) {
+            *precision = Some(6);
         }
-        Statement::Explain(explain) => microsecond_timestamps(&mut explain.statement),
-        _ => {}
-    }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 fn target_type(expr: &mut Expr) -> Option<&mut DataType> {

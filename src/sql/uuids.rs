@@ -22,6 +22,7 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use iceberg::spec::{PrimitiveType, Type};
 
+use super::parse::sql_statement_mut;
 use super::resolve::StatementCatalog;
 use crate::error::{FloeError, Result};
 
@@ -34,16 +35,13 @@ pub fn rewrite_statement(
     catalog: &StatementCatalog,
     default_namespace: &str,
 ) -> Result<()> {
-    let Statement::Statement(statement) = statement else {
-        if let Statement::Explain(explain) = statement {
-            return rewrite_statement(&mut explain.statement, catalog, default_namespace);
-        }
+    let Some(statement) = sql_statement_mut(statement) else {
         return Ok(());
     };
-    if let sql::Statement::Insert(insert) = statement.as_mut() {
+    if let sql::Statement::Insert(insert) = statement {
         rewrite_inserted_values(insert, catalog, default_namespace)?;
     }
-    let flow = visit_expressions_mut(statement.as_mut(), |expr| {
+    let flow = visit_expressions_mut(statement, |expr| {
         let text = match expr {
             sql::Expr::Cast {
                 expr: inner,
