@@ -1,7 +1,10 @@
 //! Iceberg catalog construction (SQL on SQLite by default, memory; REST later) and the
 //! storage properties that executors get instead of catalog access. Every catalog is
-//! wrapped in a [`VerifiedCatalog`]: a change is acknowledged only once it is seen.
+//! wrapped in a [`VerifiedCatalog`]: a change is acknowledged only once it is seen. The
+//! result is a [`FloeCatalog`]: an Iceberg catalog that also takes Floe's own commits
+//! (`commit`).
 
+pub mod commit;
 pub mod verified;
 
 use std::collections::HashMap;
@@ -20,6 +23,7 @@ use sqlx::sqlite::SqliteConnectOptions;
 
 use crate::config::{CatalogConfig, CatalogKind};
 use crate::error::{FloeError, Result};
+use commit::{BindStyle, Committer, FloeCatalog, SqlCommitter};
 use verified::VerifiedCatalog;
 
 /// The SQL schema every statement starts in; created on start.
@@ -27,25 +31,34 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 
 /// Builds the catalog described by `config`. Call inside the server's long-lived tokio
 /// runtime: the catalog keeps a handle to it for all its I/O.
-pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>> {
+pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn FloeCatalog>> {
     let runtime = iceberg::Runtime::try_current()?;
     let mut props: HashMap<String, String> = config.properties.clone().into_iter().collect();
     props.insert(SQL_CATALOG_PROP_WAREHOUSE.into(), config.warehouse.clone());
-    let catalog = match config.kind {
+    let (catalog, committer) = match config.kind {
         CatalogKind::Sql => {
             prepare_sqlite(&config.uri).await?;
-            props.insert(SQL_CATALOG_PROP_URI.into(), with_create_mode(&config.uri));
+            let uri = with_create_mode(&config.uri);
+            props.insert(SQL_CATALOG_PROP_URI.into(), uri.clone());
             props.insert(SQL_CATALOG_PROP_BIND_STYLE.into(), "QMark".into());
-            load(SqlCatalogBuilder::default(), &config.name, props, runtime).await?
+            let catalog = load(SqlCatalogBuilder::default(), &config.name, props, runtime).await?;
+            let committer = SqlCommitter::connect(&uri, &config.name, BindStyle::QMark).await?;
+            (catalog, Committer::Sql(committer))
         }
         CatalogKind::Memory => {
-            load(
+            let catalog = load(
                 MemoryCatalogBuilder::default(),
                 &config.name,
                 props,
                 runtime,
             )
-            .await?
+            .await?;
+            let committer = Committer::Unsupported(
+                "the memory catalog cannot commit this change (replace, overwrite); use the \
+                 SQL catalog"
+                    .to_string(),
+            );
+            (catalog, committer)
         }
         CatalogKind::Rest => {
             return Err(FloeError::unimplemented(
@@ -53,7 +66,7 @@ pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>> {
             ));
         }
     };
-    let catalog: Arc<dyn Catalog> = Arc::new(VerifiedCatalog::new(catalog));
+    let catalog: Arc<dyn FloeCatalog> = Arc::new(VerifiedCatalog::new(catalog, committer));
     ensure_namespace(catalog.as_ref(), DEFAULT_NAMESPACE).await?;
     Ok(catalog)
 }

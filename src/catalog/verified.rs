@@ -15,6 +15,10 @@
 //! * the re-read fails: the outcome is unknown and is reported as such (`UNAVAILABLE`),
 //!   never as success and never as "nothing happened".
 //!
+//! Changes committed through Floe's own path ([`FloeCatalog::commit_changes`], see
+//! `catalog::commit`) follow the same rules; a swap lost to a concurrent commit is tried
+//! again ([`SWAP_ATTEMPTS`] in all) on the table as it is then.
+//!
 //! Errors of the inner catalog that say its database is busy or unreachable (SQLite
 //! `SQLITE_BUSY`/`SQLITE_LOCKED`, a pool timeout, an I/O error) become `UNAVAILABLE`.
 //! Errors made here carry a [`FloeError`] as their source, so they keep their class on
@@ -33,10 +37,14 @@ use iceberg::{
     TableIdent,
 };
 
+use super::commit::{Attempt, Committer, FloeCatalog, TableChanges};
 use crate::error::{ErrorKind as FloeKind, FloeError};
 
 /// How often a namespace or table change is tried when the catalog loses it.
 pub const ATTEMPTS: usize = 2;
+
+/// How often [`FloeCatalog::commit_changes`] tries a compare-and-swap that lost a race.
+pub const SWAP_ATTEMPTS: usize = 4;
 
 /// Pause before trying a lost change again.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
@@ -49,11 +57,12 @@ enum Seen {
 
 pub struct VerifiedCatalog {
     inner: Arc<dyn Catalog>,
+    committer: Committer,
 }
 
 impl VerifiedCatalog {
-    pub fn new(inner: Arc<dyn Catalog>) -> Self {
-        Self { inner }
+    pub fn new(inner: Arc<dyn Catalog>, committer: Committer) -> Self {
+        Self { inner, committer }
     }
 
     /// Whether the table's current metadata is `location` or descends from it.
@@ -390,6 +399,65 @@ impl Catalog for VerifiedCatalog {
                 delete_unrecorded_metadata(&committed).await;
                 Err(lost(&what, None))
             }
+        }
+    }
+}
+
+#[async_trait]
+impl FloeCatalog for VerifiedCatalog {
+    async fn commit_changes(&self, ident: &TableIdent, changes: &TableChanges) -> Result<Table> {
+        let what = format!("the commit to table {ident}");
+        // Why the last attempt failed: `None` for a lost race.
+        let mut cause: Option<Option<Error>> = None;
+        for attempt in 1..=SWAP_ATTEMPTS {
+            let attempted = self
+                .committer
+                .attempt(self.inner.as_ref(), ident, changes)
+                .await
+                .busy()?;
+            match attempted {
+                Attempt::Swapped(table) => {
+                    let location = table.metadata_location().unwrap_or_default();
+                    match checked(&what, self.table_has_metadata(ident, location).await)? {
+                        Seen::Recorded => return Ok(table),
+                        Seen::Lost => {
+                            delete_unrecorded_metadata(&table).await;
+                            cause = Some(None);
+                        }
+                    }
+                }
+                Attempt::RaceLost => cause = None,
+                Attempt::Uncertain { table, error } => {
+                    let error = Err::<(), _>(error).busy().err().unwrap_or_else(|| {
+                        Error::new(ErrorKind::Unexpected, "the commit failed without an error")
+                    });
+                    let location = table.metadata_location().unwrap_or_default();
+                    match checked(&what, self.table_has_metadata(ident, location).await)? {
+                        Seen::Recorded => return Ok(table),
+                        Seen::Lost => {
+                            delete_unrecorded_metadata(&table).await;
+                            if !is_unavailable(&error) {
+                                return Err(error);
+                            }
+                            cause = Some(Some(error));
+                        }
+                    }
+                }
+            }
+            if attempt < SWAP_ATTEMPTS {
+                tokio::time::sleep(RETRY_PAUSE / 4).await;
+            }
+        }
+        match cause {
+            Some(cause) => Err(lost(&what, cause)),
+            None => Err(Error::new(
+                ErrorKind::CatalogCommitConflicts,
+                format!(
+                    "{what} lost to concurrent commits {SWAP_ATTEMPTS} times; nothing was \
+                     committed"
+                ),
+            )
+            .with_retryable(true)),
         }
     }
 }

@@ -111,7 +111,7 @@ impl Engine {
         }
         let reference = TableReference::partial(namespace.as_str(), target.table.as_str());
         let resolution = resolve_tables(
-            &self.catalog,
+            &self.iceberg_catalog(),
             &self.catalog_name,
             crate::catalog::DEFAULT_NAMESPACE,
             std::slice::from_ref(&reference),

@@ -31,6 +31,7 @@ use futures::TryStreamExt;
 use iceberg::Catalog;
 
 use crate::catalog::DEFAULT_NAMESPACE;
+use crate::catalog::commit::FloeCatalog;
 use crate::cluster::{Cluster, fetch_results};
 use crate::error::{ErrorKind, FloeError, Result};
 use crate::table::commit::{WrittenFile, written_files};
@@ -43,7 +44,7 @@ use resolve::{Resolution, StatementCatalog, resolve};
 /// Runs SQL statements against one Iceberg catalog on one cluster.
 #[derive(Clone)]
 pub struct Engine {
-    catalog: Arc<dyn Catalog>,
+    catalog: Arc<dyn FloeCatalog>,
     catalog_name: String,
     cluster: Cluster,
     statement_timeout: Option<Duration>,
@@ -99,7 +100,7 @@ pub enum StatementKind {
 
 impl Engine {
     pub fn new(
-        catalog: Arc<dyn Catalog>,
+        catalog: Arc<dyn FloeCatalog>,
         catalog_name: String,
         cluster: Cluster,
         statement_timeout: Option<Duration>,
@@ -110,6 +111,11 @@ impl Engine {
             cluster,
             statement_timeout,
         }
+    }
+
+    /// The catalog as a plain Iceberg catalog.
+    fn iceberg_catalog(&self) -> Arc<dyn Catalog> {
+        self.catalog.clone()
     }
 
     /// Runs a statement's job on the cluster, within the statement timeout (past it,
@@ -276,7 +282,7 @@ impl Engine {
             catalog,
             uses_information_schema,
         } = resolve(
-            &self.catalog,
+            &self.iceberg_catalog(),
             &self.catalog_name,
             DEFAULT_NAMESPACE,
             &statement,
