@@ -1,5 +1,10 @@
-"""Bulk ingest (ADBC `adbc_ingest`): create, append, create_append; written by the
-distributed write and committed once."""
+"""Bulk ingest (ADBC `adbc_ingest`): create, append, create_append, replace; written by
+the distributed write and committed once."""
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
 
 import adbc_driver_manager
 import pyarrow as pa
@@ -40,8 +45,6 @@ def test_ingest_modes(conn, cur, catalog, schema):
         cur.adbc_ingest("missing", ROWS, mode="append", db_schema_name=schema)
     with pytest.raises(adbc_driver_manager.Error, match="no column 'extra'"):
         cur.adbc_ingest("loaded", pa.table({"extra": [1]}), mode="append", db_schema_name=schema)
-    with pytest.raises(adbc_driver_manager.Error, match="replace"):
-        cur.adbc_ingest("loaded", ROWS, mode="replace", db_schema_name=schema)
     assert query(cur, f"SELECT count(*) AS n FROM {schema}.loaded").to_pylist() == [{"n": 1001}]
 
 
@@ -51,3 +54,217 @@ def test_an_ingest_too_large_for_one_job_is_refused_clearly(cur, catalog, schema
     with pytest.raises(adbc_driver_manager.Error, match="at most 33 MB"):
         cur.adbc_ingest("big", big.to_reader(max_chunksize=100_000), mode="create", db_schema_name=schema)
     assert catalog.list_tables(schema) == []
+
+
+NEW = pa.table(
+    {
+        "id": pa.array(range(5000, 5010), pa.int64()),
+        "name": pa.array([f"new{i}" for i in range(10)], pa.string()),
+        "score": pa.array([float(i) for i in range(10)], pa.float64()),
+    }
+)
+
+
+def data_files(server, schema, table):
+    root = Path(server.data_dir) / "warehouse" / schema / table / "data"
+    return sorted(str(p) for p in root.rglob("*.parquet")) if root.exists() else []
+
+
+def metadata_files(server, schema, table):
+    """Metadata files, manifests and manifest lists."""
+    root = Path(server.data_dir) / "warehouse" / schema / table / "metadata"
+    return sorted(str(p) for p in root.iterdir()) if root.exists() else []
+
+
+def test_replace_with_the_same_schema(cur, catalog, schema):
+    cur.adbc_ingest("swapped", ROWS, mode="create", db_schema_name=schema)
+    before = catalog.load_table(f"{schema}.swapped")
+    old_snapshot = before.current_snapshot().snapshot_id
+
+    assert cur.adbc_ingest("swapped", NEW, mode="replace", db_schema_name=schema) == 10
+
+    got = query(cur, f"SELECT id, name, score FROM {schema}.swapped ORDER BY id")
+    assert got.to_pylist() == NEW.to_pylist()
+    table = catalog.load_table(f"{schema}.swapped")
+    assert table.scan().to_arrow().sort_by("id").to_pylist() == NEW.to_pylist()
+    # Same table (identity, location, schema), one new snapshot on top of the old one.
+    assert table.metadata.table_uuid == before.metadata.table_uuid
+    assert table.location() == before.location()
+    assert table.schema() == before.schema()
+    snapshot = table.current_snapshot()
+    assert {s.snapshot_id for s in table.snapshots()} == {old_snapshot, snapshot.snapshot_id}
+    assert snapshot.parent_snapshot_id == old_snapshot
+    summary = snapshot.summary
+    assert summary.operation.value == "overwrite"
+    assert summary["total-records"] == "10"
+    assert summary["added-records"] == "10"
+    assert summary["deleted-records"] == "1000"
+    assert summary["total-data-files"] == str(len(table.inspect.files()))
+    assert "floe.write-id" in summary.additional_properties
+    # The old rows are still there for time travel.
+    old = table.scan(snapshot_id=old_snapshot).to_arrow()
+    assert old.num_rows == 1000 and sorted(old["id"].to_pylist()) == list(range(1000))
+
+    # Replace again, then append: the table goes on normally.
+    assert cur.adbc_ingest("swapped", ROWS, mode="replace", db_schema_name=schema) == 1000
+    assert cur.adbc_ingest("swapped", NEW, mode="append", db_schema_name=schema) == 10
+    assert query(cur, f"SELECT count(*) AS n FROM {schema}.swapped").to_pylist() == [{"n": 1010}]
+    assert catalog.load_table(f"{schema}.swapped").scan().to_arrow().num_rows == 1010
+
+
+def test_replace_of_a_missing_table_creates_it(cur, catalog, schema):
+    assert cur.adbc_ingest("made", NEW, mode="replace", db_schema_name=schema) == 10
+    assert catalog.load_table(f"{schema}.made").scan().to_arrow().num_rows == 10
+
+
+def test_replace_with_a_different_schema(cur, catalog, schema):
+    cur.adbc_ingest("reshaped", ROWS, mode="create", db_schema_name=schema)
+    before = catalog.load_table(f"{schema}.reshaped")
+    old_snapshot = before.current_snapshot().snapshot_id
+    old_ids = {f.name: f.field_id for f in before.schema().fields}
+
+    other = pa.table(
+        {
+            "tag": pa.array(["a", "b", None], pa.string()),
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "score": pa.array([1, 2, 3], pa.int32()),  # was double: a new column
+            "items": pa.array([[1], [], None], pa.list_(pa.int64())),
+        }
+    )
+    assert cur.adbc_ingest("reshaped", other, mode="replace", db_schema_name=schema) == 3
+
+    got = query(cur, f"SELECT * FROM {schema}.reshaped ORDER BY id")
+    assert got.column_names == ["tag", "id", "score", "items"]
+    assert got.to_pylist() == other.to_pylist()
+    table = catalog.load_table(f"{schema}.reshaped")
+    assert table.scan().to_arrow().sort_by("id").to_pylist() == other.to_pylist()
+    fields = {f.name: f.field_id for f in table.schema().fields}
+    assert list(fields) == ["tag", "id", "score", "items"]
+    assert fields["id"] == old_ids["id"]  # same name and type: same column
+    assert fields["score"] != old_ids["score"]  # another type: another column
+    assert table.metadata.table_uuid == before.metadata.table_uuid
+    assert table.current_snapshot().summary.operation.value == "overwrite"
+    assert len(table.snapshots()) == 2  # the schema change and the rows: one commit
+    old = table.scan(snapshot_id=old_snapshot).to_arrow()
+    assert old.num_rows == 1000 and "name" in old.column_names
+
+
+def test_replace_of_a_partitioned_table(server, cur, catalog, schema):
+    cur.execute(f"CREATE TABLE {schema}.parts (id BIGINT, region STRING) PARTITIONED BY (region)")
+    cur.execute(f"INSERT INTO {schema}.parts VALUES (1, 'eu'), (2, 'us'), (3, 'eu')")
+    rows = pa.table(
+        {"id": pa.array([10, 11, 12], pa.int64()), "region": pa.array(["asia", "us", "asia"])}
+    )
+    assert cur.adbc_ingest("parts", rows, mode="replace", db_schema_name=schema) == 3
+    table = catalog.load_table(f"{schema}.parts")
+    assert [f.name for f in table.spec().fields] == ["region"]
+    files = table.inspect.files().to_pylist()
+    assert sorted(f["partition"]["region"] for f in files) == ["asia", "us"]
+    got = query(cur, f"SELECT id FROM {schema}.parts WHERE region = 'asia' ORDER BY id")
+    assert got.to_pylist() == [{"id": 10}, {"id": 12}]
+    assert table.scan().to_arrow().num_rows == 3
+
+    # Without the partition column the table becomes unpartitioned; old snapshots keep
+    # their partitioning.
+    flat = pa.table({"id": pa.array([7], pa.int64())})
+    assert cur.adbc_ingest("parts", flat, mode="replace", db_schema_name=schema) == 1
+    table = catalog.load_table(f"{schema}.parts")
+    assert table.spec().fields == ()
+    assert query(cur, f"SELECT * FROM {schema}.parts").to_pylist() == [{"id": 7}]
+    assert table.scan().to_arrow().to_pylist() == [{"id": 7}]
+    previous = table.current_snapshot().parent_snapshot_id
+    assert table.scan(snapshot_id=previous).to_arrow().num_rows == 3
+
+
+def test_a_failing_replace_leaves_the_table_unchanged(server, cur, catalog, schema):
+    cur.adbc_ingest("kept", ROWS, mode="create", db_schema_name=schema)
+    before = catalog.load_table(f"{schema}.kept")
+    files_before = data_files(server, schema, "kept")
+    metadata_before = metadata_files(server, schema, "kept")
+
+    # Another process holds a write lock on the catalog: the replace's job writes its
+    # files, then its commit cannot be recorded.
+    path = Path(server.data_dir) / "catalog.db"
+    lock = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        lock.execute("BEGIN IMMEDIATE")
+        other = NEW.append_column("extra", pa.array(range(10), pa.int32()))
+        with pytest.raises(adbc_driver_manager.Error) as err:
+            cur.adbc_ingest("kept", other, mode="replace", db_schema_name=schema)
+    finally:
+        lock.execute("COMMIT")
+        lock.close()
+    assert "(Unavailable;" in str(err.value), str(err.value)
+    assert "nothing was committed" in str(err.value), str(err.value)
+
+    after = catalog.load_table(f"{schema}.kept")
+    assert after.metadata_location == before.metadata_location
+    assert {s.snapshot_id for s in after.snapshots()} == {s.snapshot_id for s in before.snapshots()}
+    assert after.schema() == before.schema()
+    deadline = time.time() + 10
+    while data_files(server, schema, "kept") != files_before and time.time() < deadline:
+        time.sleep(0.2)
+    assert data_files(server, schema, "kept") == files_before
+    assert metadata_files(server, schema, "kept") == metadata_before
+    assert query(cur, f"SELECT count(*) AS n FROM {schema}.kept").to_pylist() == [{"n": 1000}]
+    # Without the lock the same replace works.
+    assert cur.adbc_ingest("kept", other, mode="replace", db_schema_name=schema) == 10
+
+
+def test_replace_racing_inserts(server, cur, catalog, schema):
+    cur.adbc_ingest("raced", NEW, mode="create", db_schema_name=schema)
+    inserted, replaced, errors = [], [], []
+    start = threading.Barrier(3)
+
+    def insert(writer):
+        with server.connect() as connection, connection.cursor() as own:
+            start.wait()
+            for i in range(6):
+                value = writer * 100 + i
+                try:
+                    own.execute(f"INSERT INTO {schema}.raced VALUES ({value}, 'ins', 0.0)")
+                    own.fetch_arrow_table()
+                    inserted.append(value)
+                except adbc_driver_manager.Error as e:
+                    errors.append(str(e))
+
+    def replace():
+        with server.connect() as connection, connection.cursor() as own:
+            start.wait()
+            for _ in range(3):
+                try:
+                    own.adbc_ingest("raced", ROWS, mode="replace", db_schema_name=schema)
+                    replaced.append(True)
+                except adbc_driver_manager.Error as e:
+                    errors.append(str(e))
+
+    threads = [threading.Thread(target=insert, args=(w,)) for w in (1, 2)]
+    threads.append(threading.Thread(target=replace))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    for message in errors:
+        assert "(Aborted;" in message and "nothing was committed" in message, message
+    assert replaced, errors
+    # Serial order: the last replace, then the INSERTs committed after it.
+    table = catalog.load_table(f"{schema}.raced")
+    lineage = []
+    snapshot = table.current_snapshot()
+    while snapshot is not None:
+        lineage.append(snapshot)
+        snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+    lineage.reverse()
+    last_replace = max(i for i, s in enumerate(lineage) if s.summary.operation.value == "overwrite")
+    later = lineage[last_replace + 1 :]
+    assert all(s.summary.operation.value == "append" for s in later)
+    assert len(lineage) == 1 + len(inserted) + len(replaced)  # every acknowledged commit
+    got = query(cur, f"SELECT id FROM {schema}.raced WHERE name = 'ins'")["id"].to_pylist()
+    assert len(got) == len(later) and set(got) <= set(inserted)
+    assert query(cur, f"SELECT count(*) AS n FROM {schema}.raced").to_pylist() == [
+        {"n": 1000 + len(later)}
+    ]
+    assert table.scan().to_arrow().num_rows == 1000 + len(later)
+    referenced = {f["file_path"].removeprefix("file://") for f in table.inspect.files().to_pylist()}
+    assert referenced <= set(data_files(server, schema, "raced"))

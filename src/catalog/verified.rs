@@ -405,59 +405,45 @@ impl Catalog for VerifiedCatalog {
 
 #[async_trait]
 impl FloeCatalog for VerifiedCatalog {
+    /// Only a lost race is tried again here: a change the catalog lost (a busy database)
+    /// fails as `UNAVAILABLE` like `update_table`, and the write protocol decides.
     async fn commit_changes(&self, ident: &TableIdent, changes: &TableChanges) -> Result<Table> {
         let what = format!("the commit to table {ident}");
-        // Why the last attempt failed: `None` for a lost race.
-        let mut cause: Option<Option<Error>> = None;
         for attempt in 1..=SWAP_ATTEMPTS {
             let attempted = self
                 .committer
                 .attempt(self.inner.as_ref(), ident, changes)
                 .await
                 .busy()?;
-            match attempted {
-                Attempt::Swapped(table) => {
-                    let location = table.metadata_location().unwrap_or_default();
-                    match checked(&what, self.table_has_metadata(ident, location).await)? {
-                        Seen::Recorded => return Ok(table),
-                        Seen::Lost => {
-                            delete_unrecorded_metadata(&table).await;
-                            cause = Some(None);
-                        }
+            let (table, error) = match attempted {
+                Attempt::Swapped(table) => (table, None),
+                Attempt::Uncertain { table, error } => (table, Some(error)),
+                Attempt::RaceLost => {
+                    if attempt < SWAP_ATTEMPTS {
+                        tokio::time::sleep(RETRY_PAUSE / 4).await;
                     }
+                    continue;
                 }
-                Attempt::RaceLost => cause = None,
-                Attempt::Uncertain { table, error } => {
-                    let error = Err::<(), _>(error).busy().err().unwrap_or_else(|| {
-                        Error::new(ErrorKind::Unexpected, "the commit failed without an error")
+            };
+            let location = table.metadata_location().unwrap_or_default();
+            match checked(&what, self.table_has_metadata(ident, location).await)? {
+                Seen::Recorded => return Ok(table),
+                Seen::Lost => {
+                    delete_unrecorded_metadata(&table).await;
+                    let error = error.map(|e| Err::<(), _>(e).busy().err()).flatten();
+                    return Err(match error {
+                        Some(e) if !is_unavailable(&e) => e,
+                        cause => lost(&what, cause),
                     });
-                    let location = table.metadata_location().unwrap_or_default();
-                    match checked(&what, self.table_has_metadata(ident, location).await)? {
-                        Seen::Recorded => return Ok(table),
-                        Seen::Lost => {
-                            delete_unrecorded_metadata(&table).await;
-                            if !is_unavailable(&error) {
-                                return Err(error);
-                            }
-                            cause = Some(Some(error));
-                        }
-                    }
                 }
             }
-            if attempt < SWAP_ATTEMPTS {
-                tokio::time::sleep(RETRY_PAUSE / 4).await;
-            }
         }
-        match cause {
-            Some(cause) => Err(lost(&what, cause)),
-            None => Err(Error::new(
-                ErrorKind::CatalogCommitConflicts,
-                format!(
-                    "{what} lost to concurrent commits {SWAP_ATTEMPTS} times; nothing was \
-                     committed"
-                ),
-            )
-            .with_retryable(true)),
-        }
+        Err(Error::new(
+            ErrorKind::CatalogCommitConflicts,
+            format!(
+                "{what} lost to concurrent commits {SWAP_ATTEMPTS} times; nothing was committed"
+            ),
+        )
+        .with_retryable(true))
     }
 }

@@ -1,7 +1,8 @@
 //! Bulk ingest (Flight SQL's `CommandStatementIngest`, ADBC's `adbc_ingest`): uploaded
 //! Arrow batches are written by the same distributed write as `INSERT` (executors write
 //! the files, the coordinator commits once), after the target table is created if the
-//! mode asks for it.
+//! mode asks for it. Mode `replace` commits the rows as the table's only rows, with the
+//! upload's schema, in one overwrite snapshot (`table::replace`).
 
 use std::sync::Arc;
 
@@ -20,6 +21,8 @@ use super::Engine;
 use super::resolve::resolve_tables;
 use crate::cluster::MAX_MESSAGE_SIZE;
 use crate::error::{ErrorKind, FloeError, Result};
+use crate::table::replace::replacement;
+use crate::table::write_protocol::WriteCommit;
 
 /// The uploaded batches travel to the executor inside the job's plan, which must fit
 /// one cluster message (with room for the rest of the plan).
@@ -86,29 +89,28 @@ impl Engine {
                 "schema '{namespace}' not found"
             )));
         }
-        match (
+        let replace = match (
             self.catalog.table_exists(&ident).await?,
             if_missing,
             if_exists,
         ) {
-            (true, _, IfExists::Append) => {}
+            (true, _, IfExists::Append) => false,
             (true, _, IfExists::Fail) => {
                 return Err(FloeError::already_exists(format!(
                     "table '{ident}' already exists (ingest mode create)"
                 )));
             }
-            (true, _, IfExists::Replace) => {
-                return Err(FloeError::unimplemented(
-                    "ingest mode replace is not supported yet; use create or append",
-                ));
+            (true, _, IfExists::Replace) => true,
+            (false, IfMissing::Create, _) => {
+                self.create_for_ingest(&ident, &schema).await?;
+                false
             }
-            (false, IfMissing::Create, _) => self.create_for_ingest(&ident, &schema).await?,
             (false, IfMissing::Fail, _) => {
                 return Err(FloeError::not_found(format!(
                     "table '{ident}' not found (ingest mode append)"
                 )));
             }
-        }
+        };
         let reference = TableReference::partial(namespace.as_str(), target.table.as_str());
         let resolution = resolve_tables(
             &self.iceberg_catalog(),
@@ -118,10 +120,20 @@ impl Engine {
             false,
         )
         .await?;
-        let provider = resolution
+        let mut provider = resolution
             .catalog
             .provider(&reference, crate::catalog::DEFAULT_NAMESPACE)
             .ok_or_else(|| FloeError::internal(format!("table '{ident}' was not resolved")))?;
+        let how = if replace {
+            let (staged, overwrite) = replacement(provider.table(), &schema)?;
+            provider =
+                resolution
+                    .catalog
+                    .stage(&reference, crate::catalog::DEFAULT_NAMESPACE, staged)?;
+            WriteCommit::Overwrite(overwrite)
+        } else {
+            WriteCommit::Append
+        };
         let uploaded = LogicalPlanBuilder::scan(
             "ingest",
             provider_as_source(Arc::new(MemTable::try_new(schema.clone(), vec![batches])?)),
@@ -141,7 +153,7 @@ impl Engine {
         };
         let ctx = self.cluster.statement_context().await?;
         ctx.register_catalog(&self.catalog_name, resolution.catalog.clone());
-        let rows = self.run_insert(&ctx, dml, &resolution.catalog).await?;
+        let rows = self.run_write(&ctx, dml, &resolution.catalog, &how).await?;
         Ok(rows as i64)
     }
 

@@ -36,7 +36,7 @@ use crate::cluster::{Cluster, fetch_results};
 use crate::error::{ErrorKind, FloeError, Result};
 use crate::table::commit::{WrittenFile, written_files};
 use crate::table::write::descriptor_schema;
-use crate::table::write_protocol::{commit_write, discard_writes};
+use crate::table::write_protocol::{WriteCommit, commit_write, discard_writes};
 use ddl::Names;
 use parse::parse;
 use resolve::{Resolution, StatementCatalog, resolve};
@@ -347,6 +347,18 @@ impl Engine {
         dml: DmlStatement,
         catalog: &StatementCatalog,
     ) -> Result<u64> {
+        self.run_write(ctx, dml, catalog, &WriteCommit::Append)
+            .await
+    }
+
+    /// As [`Self::run_insert`], committing the files as `how` says.
+    async fn run_write(
+        &self,
+        ctx: &Arc<SessionContext>,
+        dml: DmlStatement,
+        catalog: &StatementCatalog,
+        how: &WriteCommit,
+    ) -> Result<u64> {
         let provider = catalog
             .provider(&dml.table_name, DEFAULT_NAMESPACE)
             .ok_or_else(|| {
@@ -370,7 +382,14 @@ impl Engine {
                 write_ids.len()
             )));
         };
-        commit_write(self.catalog.as_ref(), provider.table(), &write_id, &files).await
+        commit_write(
+            self.catalog.as_ref(),
+            provider.table(),
+            &write_id,
+            &files,
+            how,
+        )
+        .await
     }
 
     /// Runs the write job; returns the files its tasks wrote.

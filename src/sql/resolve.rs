@@ -165,6 +165,27 @@ impl StatementCatalog {
             .get(reference.schema().unwrap_or(default_namespace))?;
         schema.resolved.lock().ok()?.get(reference.table()).cloned()
     }
+
+    /// Makes the statement plan against `table` for `reference` (the table with changes
+    /// its commit will make, e.g. a new schema) instead of the table as loaded.
+    pub fn stage(
+        &self,
+        reference: &TableReference,
+        default_namespace: &str,
+        table: iceberg::table::Table,
+    ) -> Result<Arc<IcebergTableProvider>> {
+        let schema = self
+            .schemas
+            .get(reference.schema().unwrap_or(default_namespace))
+            .ok_or_else(|| FloeError::internal(format!("{reference} was not resolved")))?;
+        let provider = Arc::new(IcebergTableProvider::try_new(table)?);
+        schema
+            .resolved
+            .lock()
+            .map_err(|_| FloeError::internal("table resolution lock poisoned"))?
+            .insert(reference.table().to_string(), provider.clone());
+        Ok(provider)
+    }
 }
 
 impl StatementSchema {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use datafusion::arrow::array::{Array, Int32Array, RecordBatch, StringArray};
 use iceberg::Catalog;
-use iceberg::spec::{DataFile, deserialize_data_file_from_json};
+use iceberg::spec::{DataFile, TableMetadata, deserialize_data_file_from_json};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 
@@ -104,7 +104,7 @@ fn prepare_append(
             planned.identifier()
         )));
     }
-    let data_files = decode(table, files).map_err(not_committed)?;
+    let data_files = decode(table.metadata(), files).map_err(not_committed)?;
     let rows = data_files.iter().map(DataFile::record_count).sum();
     if data_files.is_empty() {
         return Ok(None);
@@ -130,7 +130,7 @@ const RESOLVE_READS: [Duration; 3] = [
 
 /// Learns the outcome of a commit that failed: the commit may have landed even though
 /// the call failed (a lost response); the write id in the snapshot summaries tells.
-async fn resolve(
+pub(super) async fn resolve(
     catalog: &dyn Catalog,
     planned: &Table,
     write_id: &str,
@@ -171,7 +171,7 @@ fn refused(planned: &Table, error: iceberg::Error) -> FloeError {
 }
 
 /// Says in the message that nothing was committed.
-fn not_committed(error: FloeError) -> FloeError {
+pub(super) fn not_committed(error: FloeError) -> FloeError {
     if error.message.contains("nothing was committed") {
         return error;
     }
@@ -181,8 +181,8 @@ fn not_committed(error: FloeError) -> FloeError {
     )
 }
 
-fn decode(table: &Table, files: &[WrittenFile]) -> Result<Vec<DataFile>> {
-    let metadata = table.metadata();
+/// The written files as data files of the table with `metadata` (its default spec).
+pub(super) fn decode(metadata: &TableMetadata, files: &[WrittenFile]) -> Result<Vec<DataFile>> {
     let spec_id = metadata.default_partition_spec_id();
     files
         .iter()
@@ -204,7 +204,7 @@ fn decode(table: &Table, files: &[WrittenFile]) -> Result<Vec<DataFile>> {
 }
 
 /// Rows added by the snapshot of `write_id`, if that write is already committed.
-fn rows_of_committed_write(table: &Table, write_id: &str) -> Option<u64> {
+pub(super) fn rows_of_committed_write(table: &Table, write_id: &str) -> Option<u64> {
     table.metadata().snapshots().find_map(|snapshot| {
         let summary = snapshot.summary();
         (summary.additional_properties.get(WRITE_ID_PROPERTY)? == write_id).then(|| {

@@ -16,7 +16,8 @@
 //!    of the failed job that were still finishing. The cost is that of one write.
 //! 4. **One commit, then by outcome** ([`commit_write`]). The coordinator commits the
 //!    job's files once, in one snapshot whose summary holds the write id
-//!    (`floe.write-id`); concurrent commits are retried by iceberg (refresh, re-apply).
+//!    (`floe.write-id`): an append, or an overwrite that also removes files (`overwrite`);
+//!    concurrent commits are retried (refresh, re-apply).
 //!    The catalog acknowledges a commit only once it has seen it
 //!    (`catalog::verified`). Then:
 //!    * *committed* (the write id is in a snapshot): the rows are acknowledged; the
@@ -37,13 +38,14 @@
 
 use std::time::Duration;
 
-use iceberg::Catalog;
 use iceberg::io::FileIO;
 use iceberg::spec::TableMetadata;
 use iceberg::table::Table;
 
 use super::commit::{CommitOutcome, WrittenFile, commit_append};
 use super::data_location;
+use super::overwrite::{Overwrite, commit_overwrite};
+use crate::catalog::commit::FloeCatalog;
 use crate::error::{ErrorKind, Result};
 
 /// How many times a commit the catalog lost (`UNAVAILABLE`, nothing committed) is tried.
@@ -66,17 +68,32 @@ pub fn write_location(metadata: &TableMetadata, write_id: &str) -> String {
     )
 }
 
+/// How a write's files are committed.
+pub enum WriteCommit {
+    /// Added to the table's files.
+    Append,
+    /// Replacing some or all of the table's files.
+    Overwrite(Overwrite),
+}
+
 /// Commits a write's files (see the module documentation for each outcome) and
 /// returns the rows it added.
 pub async fn commit_write(
-    catalog: &dyn Catalog,
+    catalog: &dyn FloeCatalog,
     planned: &Table,
     write_id: &str,
     files: &[WrittenFile],
+    how: &WriteCommit,
 ) -> Result<u64> {
     let mut attempt = 1;
     loop {
-        match commit_append(catalog, planned, write_id, files).await {
+        let outcome = match how {
+            WriteCommit::Append => commit_append(catalog, planned, write_id, files).await,
+            WriteCommit::Overwrite(overwrite) => {
+                commit_overwrite(catalog, planned, write_id, files, overwrite).await
+            }
+        };
+        match outcome {
             CommitOutcome::Committed(rows) => return Ok(rows),
             CommitOutcome::NotCommitted(e)
                 if e.kind == ErrorKind::Unavailable && attempt < COMMIT_ATTEMPTS =>
