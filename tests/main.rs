@@ -3,6 +3,7 @@
 
 mod arrow_compat;
 mod codec;
+mod commit_path;
 mod config;
 mod errors;
 mod filter;

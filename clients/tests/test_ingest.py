@@ -112,6 +112,20 @@ def test_replace_with_the_same_schema(cur, catalog, schema):
     assert catalog.load_table(f"{schema}.swapped").scan().to_arrow().num_rows == 1010
 
 
+def test_replace_with_no_rows_empties_the_table(cur, catalog, schema):
+    cur.adbc_ingest("emptied", ROWS, mode="create", db_schema_name=schema)
+    # One empty batch (a stream of no batches at all does not reach the server).
+    empty = pa.RecordBatchReader.from_batches(
+        NEW.schema, [pa.RecordBatch.from_pylist([], schema=NEW.schema)]
+    )
+    assert cur.adbc_ingest("emptied", empty, mode="replace", db_schema_name=schema) == 0
+    assert query(cur, f"SELECT count(*) AS n FROM {schema}.emptied").to_pylist() == [{"n": 0}]
+    table = catalog.load_table(f"{schema}.emptied")
+    assert table.scan().to_arrow().num_rows == 0
+    assert table.current_snapshot().summary["total-records"] == "0"
+    assert len(table.snapshots()) == 2
+
+
 def test_replace_of_a_missing_table_creates_it(cur, catalog, schema):
     assert cur.adbc_ingest("made", NEW, mode="replace", db_schema_name=schema) == 10
     assert catalog.load_table(f"{schema}.made").scan().to_arrow().num_rows == 10

@@ -48,6 +48,10 @@ pub trait FloeCatalog: Catalog {
     /// * Not recorded (a busy catalog database): fails as `UNAVAILABLE`, nothing
     ///   committed. The outcome could not be learned: `UNAVAILABLE`, outcome unknown.
     async fn commit_changes(&self, ident: &TableIdent, changes: &TableChanges) -> Result<Table>;
+
+    /// Fails (`UNIMPLEMENTED`) if this catalog cannot take [`Self::commit_changes`]: a
+    /// statement that will need it checks before it writes anything.
+    fn check_commit_changes(&self) -> Result<()>;
 }
 
 /// The result of one compare-and-swap attempt.
@@ -69,6 +73,13 @@ pub enum Committer {
 }
 
 impl Committer {
+    pub fn check(&self) -> Result<()> {
+        match self {
+            Committer::Sql(_) => Ok(()),
+            Committer::Unsupported(why) => Err(unsupported(why)),
+        }
+    }
+
     /// One attempt: read, check, apply, write the new metadata, swap. `catalog` is the
     /// plain catalog the table is read from. An error means nothing was committed; on
     /// `RaceLost` the new metadata file is deleted.
@@ -80,8 +91,7 @@ impl Committer {
     ) -> Result<Attempt> {
         match self {
             Committer::Sql(sql) => sql.attempt(catalog, ident, changes).await,
-            Committer::Unsupported(why) => Err(Error::new(ErrorKind::FeatureUnsupported, why)
-                .with_source(FloeError::unimplemented(why.clone()))),
+            Committer::Unsupported(why) => Err(unsupported(why)),
         }
     }
 }
@@ -220,6 +230,10 @@ impl SqlCommitter {
             }
         }
     }
+}
+
+fn unsupported(why: &str) -> Error {
+    Error::new(ErrorKind::FeatureUnsupported, why).with_source(FloeError::unimplemented(why))
 }
 
 /// Keeps the sqlx error as the source, where `verified` looks for a busy database.

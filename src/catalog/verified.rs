@@ -405,6 +405,10 @@ impl Catalog for VerifiedCatalog {
 
 #[async_trait]
 impl FloeCatalog for VerifiedCatalog {
+    fn check_commit_changes(&self) -> Result<()> {
+        self.committer.check()
+    }
+
     /// Only a lost race is tried again here: a change the catalog lost (a busy database)
     /// fails as `UNAVAILABLE` like `update_table`, and the write protocol decides.
     async fn commit_changes(&self, ident: &TableIdent, changes: &TableChanges) -> Result<Table> {

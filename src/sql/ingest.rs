@@ -125,6 +125,7 @@ impl Engine {
             .provider(&reference, crate::catalog::DEFAULT_NAMESPACE)
             .ok_or_else(|| FloeError::internal(format!("table '{ident}' was not resolved")))?;
         let how = if replace {
+            self.catalog.check_commit_changes()?;
             let (staged, overwrite) = replacement(provider.table(), &schema)?;
             provider =
                 resolution

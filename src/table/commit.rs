@@ -150,7 +150,7 @@ pub(super) async fn resolve(
         }
     }
     CommitOutcome::Unknown(FloeError::unavailable(format!(
-        "could not learn whether the INSERT into {} was committed: the commit failed ({error}) \
+        "could not learn whether the write into {} was committed: the commit failed ({error}) \
          and reading the table back failed ({}); the rows may or may not be there, check \
          before retrying",
         planned.identifier(),
@@ -162,7 +162,7 @@ pub(super) async fn resolve(
 fn refused(planned: &Table, error: iceberg::Error) -> FloeError {
     if error.kind() == iceberg::ErrorKind::CatalogCommitConflicts {
         return FloeError::aborted(format!(
-            "the INSERT into {} lost to concurrent commits on every retry; nothing was \
+            "the write into {} lost to concurrent commits on every retry; nothing was \
              committed, retrying is safe",
             planned.identifier()
         ));
