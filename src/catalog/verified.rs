@@ -167,16 +167,18 @@ trait Busy {
 
 impl<T> Busy for Result<T> {
     fn busy(self) -> Self {
-        self.map_err(|e| {
-            if !is_busy(&e) {
-                return e;
-            }
-            let message = format!("the catalog database is busy or unreachable ({e})");
-            Error::new(e.kind(), message.clone())
-                .with_retryable(e.retryable())
-                .with_source(FloeError::unavailable(message))
-        })
+        self.map_err(mark_busy)
     }
+}
+
+fn mark_busy(e: Error) -> Error {
+    if !is_busy(&e) {
+        return e;
+    }
+    let message = format!("the catalog database is busy or unreachable ({e})");
+    Error::new(e.kind(), message.clone())
+        .with_retryable(e.retryable())
+        .with_source(FloeError::unavailable(message))
 }
 
 /// SQLite primary result codes of a database locked by another connection.
@@ -434,8 +436,7 @@ impl FloeCatalog for VerifiedCatalog {
                 Seen::Recorded => return Ok(table),
                 Seen::Lost => {
                     delete_unrecorded_metadata(&table).await;
-                    let error = error.map(|e| Err::<(), _>(e).busy().err()).flatten();
-                    return Err(match error {
+                    return Err(match error.map(mark_busy) {
                         Some(e) if !is_unavailable(&e) => e,
                         cause => lost(&what, cause),
                     });

@@ -11,7 +11,9 @@
 //! Manifests that lose no file are kept as they are; a manifest that loses files is
 //! rewritten with the files it keeps as `EXISTING` and the removed ones as `DELETED`
 //! (so the snapshot records what it removed, as Java and pyiceberg do). Totals in the
-//! summary are counted from the files of the new snapshot, not carried over.
+//! summary are counted from the files of the new snapshot, not carried over. Removed
+//! files are not deleted: older snapshots still reference them (expiring snapshots is
+//! table maintenance).
 //!
 //! Concurrency: the commit requires the table's `main` branch to still be at the
 //! snapshot the removal was computed from. If another commit landed first, the removal
