@@ -1,0 +1,245 @@
+//! Overwrite snapshots (`table::overwrite`) on a SQL catalog, with data files described
+//! but never read: which files each kind of removal keeps, the summary, idempotency,
+//! and a copy-on-write removal of a file that is already gone.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+
+use floe::catalog::DEFAULT_NAMESPACE;
+use floe::catalog::commit::FloeCatalog;
+use floe::config::{CatalogConfig, CatalogKind};
+use floe::error::ErrorKind;
+use floe::table::commit::WrittenFile;
+use floe::table::overwrite::{Overwrite, Removal};
+use floe::table::write_protocol::{WriteCommit, commit_write};
+use futures::TryStreamExt;
+use iceberg::spec::{
+    DataContentType, DataFileBuilder, DataFileFormat, FormatVersion, Literal, NestedField,
+    PrimitiveType, Schema, Struct, Transform, Type, UnboundPartitionSpec,
+    serialize_data_file_to_json,
+};
+use iceberg::table::Table;
+use iceberg::{NamespaceIdent, TableCreation, TableIdent};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    catalog: Arc<dyn FloeCatalog>,
+    ident: TableIdent,
+}
+
+impl Fixture {
+    async fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = CatalogConfig {
+            kind: CatalogKind::Sql,
+            name: "floe".to_string(),
+            uri: format!("sqlite:{}/catalog.db", dir.path().display()),
+            warehouse: format!("file://{}/warehouse", dir.path().display()),
+            properties: BTreeMap::new(),
+        };
+        let catalog = floe::catalog::connect(&config).await.expect("catalog");
+        let schema = Schema::builder()
+            .with_fields(vec![
+                Arc::new(NestedField::optional(
+                    1,
+                    "id",
+                    Type::Primitive(PrimitiveType::Long),
+                )),
+                Arc::new(NestedField::optional(
+                    2,
+                    "region",
+                    Type::Primitive(PrimitiveType::String),
+                )),
+            ])
+            .build()
+            .expect("schema");
+        let spec = UnboundPartitionSpec::builder()
+            .add_partition_field(2, "region", Transform::Identity)
+            .expect("field")
+            .build();
+        let namespace = NamespaceIdent::new(DEFAULT_NAMESPACE.to_string());
+        let creation = TableCreation::builder()
+            .name("t".to_string())
+            .schema(schema)
+            .partition_spec(spec)
+            .build();
+        catalog
+            .create_table(&namespace, creation)
+            .await
+            .expect("create");
+        Self {
+            _dir: dir,
+            catalog,
+            ident: TableIdent::new(namespace, "t".to_string()),
+        }
+    }
+
+    async fn table(&self) -> Table {
+        self.catalog.load_table(&self.ident).await.expect("load")
+    }
+
+    /// A data file of `rows` rows in partition `region` (never written: only described).
+    async fn file(&self, name: &str, region: &str, rows: u64) -> WrittenFile {
+        let table = self.table().await;
+        let metadata = table.metadata();
+        let file = DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path(format!("{}/data/{name}.parquet", metadata.location()))
+            .file_format(DataFileFormat::Parquet)
+            .partition(Struct::from_iter([Some(Literal::string(region))]))
+            .partition_spec_id(metadata.default_partition_spec_id())
+            .record_count(rows)
+            .file_size_in_bytes(100 * rows)
+            .build()
+            .expect("data file");
+        WrittenFile {
+            json: serialize_data_file_to_json(
+                file,
+                metadata.default_partition_type(),
+                FormatVersion::V2,
+            )
+            .expect("json"),
+            spec_id: metadata.default_partition_spec_id(),
+        }
+    }
+
+    async fn commit(
+        &self,
+        write_id: &str,
+        files: &[WrittenFile],
+        how: WriteCommit,
+    ) -> floe::error::Result<u64> {
+        let planned = self.table().await;
+        commit_write(self.catalog.as_ref(), &planned, write_id, files, &how).await
+    }
+
+    /// The names of the data files of the current snapshot.
+    async fn live(&self) -> BTreeSet<String> {
+        let table = self.table().await;
+        let tasks: Vec<_> = table
+            .scan()
+            .build()
+            .expect("scan")
+            .plan_files()
+            .await
+            .expect("plan")
+            .try_collect()
+            .await
+            .expect("tasks");
+        tasks
+            .iter()
+            .map(|t| {
+                let name = t.data_file_path.rsplit('/').next().unwrap_or_default();
+                name.trim_end_matches(".parquet").to_string()
+            })
+            .collect()
+    }
+}
+
+fn overwrite(removal: Removal) -> WriteCommit {
+    WriteCommit::Overwrite(Overwrite {
+        removal,
+        metadata_updates: Vec::new(),
+    })
+}
+
+fn names(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_removal_keeps_exactly_the_other_files() {
+    let t = Fixture::new().await;
+    let a = t.file("a", "eu", 10).await;
+    let b = t.file("b", "us", 20).await;
+    assert_eq!(
+        t.commit("w1", &[a, b], WriteCommit::Append).await.ok(),
+        Some(30)
+    );
+
+    // Dynamic partition overwrite: only the partitions written lose their files.
+    let c = t.file("c", "eu", 5).await;
+    assert_eq!(
+        t.commit("w2", &[c], overwrite(Removal::Partitions))
+            .await
+            .ok(),
+        Some(5)
+    );
+    assert_eq!(t.live().await, names(&["b", "c"]));
+    let table = t.table().await;
+    let summary = table
+        .metadata()
+        .current_snapshot()
+        .expect("snapshot")
+        .summary();
+    assert_eq!(summary.operation, iceberg::spec::Operation::Overwrite);
+    let prop = |k: &str| summary.additional_properties.get(k).cloned();
+    assert_eq!(prop("deleted-data-files").as_deref(), Some("1"));
+    assert_eq!(prop("deleted-records").as_deref(), Some("10"));
+    assert_eq!(prop("added-records").as_deref(), Some("5"));
+    assert_eq!(prop("total-data-files").as_deref(), Some("2"));
+    assert_eq!(prop("total-records").as_deref(), Some("25"));
+    assert_eq!(prop("floe.write-id").as_deref(), Some("w2"));
+
+    // The same write committed again adds nothing.
+    let snapshots = t.table().await.metadata().snapshots().count();
+    let c_again = t.file("c", "eu", 5).await;
+    assert_eq!(
+        t.commit("w2", &[c_again], overwrite(Removal::Partitions))
+            .await
+            .ok(),
+        Some(5)
+    );
+    assert_eq!(t.table().await.metadata().snapshots().count(), snapshots);
+
+    // Copy-on-write: exactly the given files go.
+    let table = t.table().await;
+    let b_path = format!("{}/data/b.parquet", table.metadata().location());
+    let d = t.file("d", "us", 7).await;
+    let removal = Removal::Files(HashSet::from([b_path.clone()]));
+    assert_eq!(t.commit("w3", &[d], overwrite(removal)).await.ok(), Some(7));
+    assert_eq!(t.live().await, names(&["c", "d"]));
+
+    // A file that is already gone: a concurrent commit touched it.
+    let before = t.table().await.metadata_location().map(str::to_string);
+    let e = t.file("e", "us", 1).await;
+    let removal = Removal::Files(HashSet::from([b_path]));
+    let err = t
+        .commit("w4", &[e], overwrite(removal))
+        .await
+        .expect_err("b is gone");
+    assert_eq!(err.kind, ErrorKind::Aborted, "{err}");
+    assert!(err.message.contains("nothing was committed"), "{err}");
+    assert_eq!(
+        t.table().await.metadata_location().map(str::to_string),
+        before
+    );
+
+    // Whole table.
+    let f = t.file("f", "asia", 3).await;
+    assert_eq!(
+        t.commit("w5", &[f], overwrite(Removal::All)).await.ok(),
+        Some(3)
+    );
+    assert_eq!(t.live().await, names(&["f"]));
+    let table = t.table().await;
+    let summary = table
+        .metadata()
+        .current_snapshot()
+        .expect("snapshot")
+        .summary();
+    assert_eq!(
+        summary
+            .additional_properties
+            .get("total-records")
+            .map(String::as_str),
+        Some("3")
+    );
+    assert_eq!(
+        summary
+            .additional_properties
+            .get("deleted-records")
+            .map(String::as_str),
+        Some("12")
+    );
+}
