@@ -225,8 +225,13 @@ def test_a_failing_replace_leaves_the_table_unchanged(server, cur, catalog, sche
     assert cur.adbc_ingest("kept", other, mode="replace", db_schema_name=schema) == 10
 
 
-def test_replace_racing_inserts(server, cur, catalog, schema):
+@pytest.mark.parametrize("reshape", [False, True])
+def test_replace_racing_inserts(server, cur, catalog, schema, reshape):
+    """With `reshape`, every replace changes the type of `score` (a new column each
+    time): an INSERT planned before a replace must not land after it."""
     cur.adbc_ingest("raced", NEW, mode="create", db_schema_name=schema)
+    int_scores = ROWS.set_column(2, "score", pa.array(range(1000), pa.int32()))
+    uploads = [int_scores, ROWS, int_scores] if reshape else [ROWS, ROWS, ROWS]
     inserted, replaced, errors = [], [], []
     start = threading.Barrier(3)
 
@@ -236,7 +241,9 @@ def test_replace_racing_inserts(server, cur, catalog, schema):
             for i in range(6):
                 value = writer * 100 + i
                 try:
-                    own.execute(f"INSERT INTO {schema}.raced VALUES ({value}, 'ins', 0.0)")
+                    own.execute(
+                        f"INSERT INTO {schema}.raced (id, name, score) VALUES ({value}, 'ins', 7)"
+                    )
                     own.fetch_arrow_table()
                     inserted.append(value)
                 except adbc_driver_manager.Error as e:
@@ -245,9 +252,9 @@ def test_replace_racing_inserts(server, cur, catalog, schema):
     def replace():
         with server.connect() as connection, connection.cursor() as own:
             start.wait()
-            for _ in range(3):
+            for upload in uploads:
                 try:
-                    own.adbc_ingest("raced", ROWS, mode="replace", db_schema_name=schema)
+                    own.adbc_ingest("raced", upload, mode="replace", db_schema_name=schema)
                     replaced.append(True)
                 except adbc_driver_manager.Error as e:
                     errors.append(str(e))
@@ -274,8 +281,9 @@ def test_replace_racing_inserts(server, cur, catalog, schema):
     later = lineage[last_replace + 1 :]
     assert all(s.summary.operation.value == "append" for s in later)
     assert len(lineage) == 1 + len(inserted) + len(replaced)  # every acknowledged commit
-    got = query(cur, f"SELECT id FROM {schema}.raced WHERE name = 'ins'")["id"].to_pylist()
-    assert len(got) == len(later) and set(got) <= set(inserted)
+    got = query(cur, f"SELECT id, score FROM {schema}.raced WHERE name = 'ins'").to_pylist()
+    assert len(got) == len(later) and {r["id"] for r in got} <= set(inserted)
+    assert all(r["score"] == 7 for r in got), got
     assert query(cur, f"SELECT count(*) AS n FROM {schema}.raced").to_pylist() == [
         {"n": 1000 + len(later)}
     ]

@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use datafusion::arrow::array::{Array, Int32Array, RecordBatch, StringArray};
-use iceberg::Catalog;
 use iceberg::spec::{DataFile, TableMetadata, deserialize_data_file_from_json};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use iceberg::{Catalog, Namespace, NamespaceIdent, TableCommit, TableCreation, TableIdent};
 
 use super::write::{DATA_FILE_COLUMN, SPEC_ID_COLUMN};
 use crate::error::{FloeError, Result};
@@ -80,10 +80,129 @@ pub async fn commit_append(
         Ok(None) => return CommitOutcome::Committed(0),
         Err(e) => return CommitOutcome::NotCommitted(e),
     };
-    match tx.commit(catalog).await {
+    let guarded = SameLayout { catalog, planned };
+    match tx.commit(&guarded).await {
         Ok(_) => CommitOutcome::Committed(rows),
         Err(e) => resolve(catalog, planned, write_id, e).await,
     }
+}
+
+/// The catalog as iceberg's transaction sees it during an append: on a conflict the
+/// transaction reloads the table and re-applies the append without looking at the
+/// schema, so a table whose schema or partitioning changed meanwhile (a concurrent
+/// replace) is refused here, before the append is re-applied to it.
+struct SameLayout<'a> {
+    catalog: &'a dyn Catalog,
+    planned: &'a Table,
+}
+
+impl std::fmt::Debug for SameLayout<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SameLayout").finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl Catalog for SameLayout<'_> {
+    async fn load_table(&self, ident: &TableIdent) -> iceberg::Result<Table> {
+        let table = self.catalog.load_table(ident).await?;
+        match layout_changed(self.planned, &table) {
+            None => Ok(table),
+            Some(e) => Err(
+                iceberg::Error::new(iceberg::ErrorKind::Unexpected, e.message.clone())
+                    .with_source(e),
+            ),
+        }
+    }
+
+    async fn update_table(&self, commit: TableCommit) -> iceberg::Result<Table> {
+        self.catalog.update_table(commit).await
+    }
+
+    async fn list_namespaces(
+        &self,
+        parent: Option<&NamespaceIdent>,
+    ) -> iceberg::Result<Vec<NamespaceIdent>> {
+        self.catalog.list_namespaces(parent).await
+    }
+
+    async fn create_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> iceberg::Result<Namespace> {
+        self.catalog.create_namespace(namespace, properties).await
+    }
+
+    async fn get_namespace(&self, namespace: &NamespaceIdent) -> iceberg::Result<Namespace> {
+        self.catalog.get_namespace(namespace).await
+    }
+
+    async fn namespace_exists(&self, namespace: &NamespaceIdent) -> iceberg::Result<bool> {
+        self.catalog.namespace_exists(namespace).await
+    }
+
+    async fn update_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> iceberg::Result<()> {
+        self.catalog.update_namespace(namespace, properties).await
+    }
+
+    async fn drop_namespace(&self, namespace: &NamespaceIdent) -> iceberg::Result<()> {
+        self.catalog.drop_namespace(namespace).await
+    }
+
+    async fn list_tables(&self, namespace: &NamespaceIdent) -> iceberg::Result<Vec<TableIdent>> {
+        self.catalog.list_tables(namespace).await
+    }
+
+    async fn create_table(
+        &self,
+        namespace: &NamespaceIdent,
+        creation: TableCreation,
+    ) -> iceberg::Result<Table> {
+        self.catalog.create_table(namespace, creation).await
+    }
+
+    async fn drop_table(&self, ident: &TableIdent) -> iceberg::Result<()> {
+        self.catalog.drop_table(ident).await
+    }
+
+    async fn purge_table(&self, ident: &TableIdent) -> iceberg::Result<()> {
+        self.catalog.purge_table(ident).await
+    }
+
+    async fn table_exists(&self, ident: &TableIdent) -> iceberg::Result<bool> {
+        self.catalog.table_exists(ident).await
+    }
+
+    async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> iceberg::Result<()> {
+        self.catalog.rename_table(src, dest).await
+    }
+
+    async fn register_table(
+        &self,
+        ident: &TableIdent,
+        metadata_location: String,
+    ) -> iceberg::Result<Table> {
+        self.catalog.register_table(ident, metadata_location).await
+    }
+}
+
+/// Why the files written for `planned` no longer fit `table`, if they do not.
+fn layout_changed(planned: &Table, table: &Table) -> Option<FloeError> {
+    let (now, then) = (table.metadata(), planned.metadata());
+    (now.current_schema_id() != then.current_schema_id()
+        || now.default_partition_spec_id() != then.default_partition_spec_id())
+    .then(|| {
+        FloeError::aborted(format!(
+            "table {} changed its schema or partitioning while the INSERT ran; nothing was \
+             committed, retrying is safe",
+            planned.identifier()
+        ))
+    })
 }
 
 /// The append transaction and the rows it adds; `None` when there is nothing to add (a
@@ -94,15 +213,8 @@ fn prepare_append(
     write_id: &str,
     files: &[WrittenFile],
 ) -> Result<Option<(Transaction, u64)>> {
-    let metadata = table.metadata();
-    if metadata.current_schema_id() != planned.metadata().current_schema_id()
-        || metadata.default_partition_spec_id() != planned.metadata().default_partition_spec_id()
-    {
-        return Err(FloeError::aborted(format!(
-            "table {} changed its schema or partitioning while the INSERT ran; nothing was \
-             committed, retrying is safe",
-            planned.identifier()
-        )));
+    if let Some(e) = layout_changed(planned, table) {
+        return Err(e);
     }
     let data_files = decode(table.metadata(), files).map_err(not_committed)?;
     let rows = data_files.iter().map(DataFile::record_count).sum();
