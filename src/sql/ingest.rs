@@ -101,9 +101,9 @@ impl Engine {
                 )));
             }
             (true, _, IfExists::Replace) => true,
+            // A table someone else created meanwhile is replaced (mode replace) or appended to.
             (false, IfMissing::Create, _) => {
-                self.create_for_ingest(&ident, &schema).await?;
-                false
+                !self.create_for_ingest(&ident, &schema).await? && if_exists == IfExists::Replace
             }
             (false, IfMissing::Fail, _) => {
                 return Err(FloeError::not_found(format!(
@@ -158,7 +158,8 @@ impl Engine {
         Ok(rows as i64)
     }
 
-    async fn create_for_ingest(&self, ident: &TableIdent, schema: &Schema) -> Result<()> {
+    /// Creates the table; `false` if someone else created it meanwhile.
+    async fn create_for_ingest(&self, ident: &TableIdent, schema: &Schema) -> Result<bool> {
         let iceberg_schema = arrow_schema_to_schema_auto_assign_ids(schema).map_err(|e| {
             FloeError::invalid(format!(
                 "ingest: the uploaded schema has no Iceberg form: {e}"
@@ -169,9 +170,9 @@ impl Engine {
             .schema(iceberg_schema)
             .build();
         match self.catalog.create_table(ident.namespace(), creation).await {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(true),
             // Created meanwhile by someone else: append to it.
-            Err(_) if self.catalog.table_exists(ident).await? => Ok(()),
+            Err(_) if self.catalog.table_exists(ident).await? => Ok(false),
             Err(e) => Err(e.into()),
         }
     }
