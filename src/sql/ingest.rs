@@ -1,29 +1,36 @@
-//! Bulk ingest (Flight SQL's `CommandStatementIngest`, ADBC's `adbc_ingest`): uploaded
-//! Arrow batches are written by the same distributed write as `INSERT` (executors write
-//! the files, the coordinator commits once), after the target table is created if the
-//! mode asks for it.
+//! Bulk ingest (Flight SQL's `CommandStatementIngest`, ADBC's `adbc_ingest`): the
+//! uploaded stream is spooled, as it arrives, into staging files in the write's own
+//! directory (`table::staging`, `write_protocol`), then written by the same distributed
+//! write as `INSERT` (executors read the staging files and write the data files, the
+//! coordinator commits once), after the target table is created if the mode asks for
+//! it. The coordinator never holds more than a batch of the upload.
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
-use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::catalog::MemTable;
+use datafusion::arrow::compute::can_cast_types;
+use datafusion::arrow::datatypes::Schema;
 use datafusion::common::ScalarValue;
 use datafusion::common::TableReference;
 use datafusion::datasource::{TableProvider, provider_as_source};
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, cast, col, lit};
 use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
+use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableCreation, TableIdent};
 
 use super::Engine;
 use super::resolve::resolve_tables;
-use crate::cluster::MAX_MESSAGE_SIZE;
-use crate::error::{ErrorKind, FloeError, Result};
+use crate::catalog::StorageSpec;
+use crate::error::{FloeError, Result};
+use crate::table::staged_scan::StagedTable;
+use crate::table::staging::{StagedFile, spool};
+use crate::table::write_protocol::{discard_staging, new_write_id, staging_location};
 
-/// The uploaded batches travel to the executor inside the job's plan, which must fit
-/// one cluster message (with room for the rest of the plan).
-const MAX_INGEST_BYTES: usize = MAX_MESSAGE_SIZE / 2;
+/// The upload is staged in files of about this size. Each file is read by one executor
+/// task (several files per partition when there are more files than partitions), so a
+/// large ingest spreads over the cluster.
+pub const STAGING_FILE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// Where the rows go.
 pub struct IngestTarget {
@@ -47,27 +54,36 @@ pub enum IfExists {
 }
 
 impl Engine {
-    /// Writes `batches` into the target table in one commit; returns the row count.
+    /// Writes the uploaded batches into the target table in one commit; returns the row
+    /// count. `upload` is read as it arrives; if it fails half-way (bad data, the client
+    /// went away), nothing is committed and nothing it staged is left.
     pub async fn ingest(
         &self,
         target: IngestTarget,
         if_missing: IfMissing,
         if_exists: IfExists,
-        schema: SchemaRef,
-        batches: Vec<RecordBatch>,
+        upload: SendableRecordBatchStream,
     ) -> Result<i64> {
-        let size: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
-        if size > MAX_INGEST_BYTES {
-            return Err(FloeError::new(
-                ErrorKind::ResourceExhausted,
-                format!(
-                    "ingest: {} MB uploaded; one ingest takes at most {} MB of Arrow data for \
-                     now (split the data into several ingests)",
-                    size / 1_000_000,
-                    MAX_INGEST_BYTES / 1_000_000
-                ),
-            ));
-        }
+        // Runs to its end even if the client goes away, as an INSERT does: a broken
+        // upload stops the spooling, which deletes what it staged.
+        let engine = self.clone();
+        tokio::spawn(async move {
+            engine
+                .run_ingest(target, if_missing, if_exists, upload)
+                .await
+        })
+        .await
+        .map_err(|e| FloeError::internal(format!("ingest task failed: {e}")))?
+    }
+
+    async fn run_ingest(
+        &self,
+        target: IngestTarget,
+        if_missing: IfMissing,
+        if_exists: IfExists,
+        upload: SendableRecordBatchStream,
+    ) -> Result<i64> {
+        let schema = upload.schema();
         if let Some(catalog) = target
             .catalog
             .as_deref()
@@ -122,27 +138,40 @@ impl Engine {
             .catalog
             .provider(&reference, crate::catalog::DEFAULT_NAMESPACE)
             .ok_or_else(|| FloeError::internal(format!("table '{ident}' was not resolved")))?;
+        check_columns(&schema, &provider.schema(), &ident)?;
+
+        let write_id = new_write_id();
+        provider.set_next_write_id(write_id.clone());
+        let staged = stage_upload(upload, provider.table(), &write_id).await?;
         let uploaded = LogicalPlanBuilder::scan(
             "ingest",
-            provider_as_source(Arc::new(MemTable::try_new(schema.clone(), vec![batches])?)),
+            provider_as_source(Arc::new(StagedTable::new(
+                schema.clone(),
+                StorageSpec::from_file_io(provider.table().file_io()),
+                staged,
+            ))),
             None,
         )?
         .build()?;
-        let input = to_table_columns(uploaded, &schema, &provider.schema(), &ident)?;
-        let LogicalPlan::Dml(dml) = LogicalPlanBuilder::insert_into(
-            input,
-            reference,
-            provider_as_source(provider),
-            InsertOp::Append,
-        )?
-        .build()?
-        else {
-            return Err(FloeError::internal("an ingest plan is an INSERT"));
-        };
-        let ctx = self.cluster.statement_context().await?;
-        ctx.register_catalog(&self.catalog_name, resolution.catalog.clone());
-        let rows = self.run_insert(&ctx, dml, &resolution.catalog).await?;
-        Ok(rows as i64)
+        let written = async {
+            let input = to_table_columns(uploaded, &schema, &provider.schema())?;
+            let LogicalPlan::Dml(dml) = LogicalPlanBuilder::insert_into(
+                input,
+                reference,
+                provider_as_source(provider.clone()),
+                InsertOp::Append,
+            )?
+            .build()?
+            else {
+                return Err(FloeError::internal("an ingest plan is an INSERT"));
+            };
+            let ctx = self.cluster.statement_context().await?;
+            ctx.register_catalog(&self.catalog_name, resolution.catalog.clone());
+            self.run_insert(&ctx, dml, &resolution.catalog).await
+        }
+        .await;
+        discard_staging(provider.table(), &write_id).await;
+        Ok(written? as i64)
     }
 
     async fn create_for_ingest(&self, ident: &TableIdent, schema: &Schema) -> Result<()> {
@@ -164,25 +193,64 @@ impl Engine {
     }
 }
 
+/// Refuses an upload whose columns cannot go into the table, before anything is
+/// staged: a column the table does not have (its values would be lost), or one whose
+/// type cannot be cast to the table's.
+fn check_columns(uploaded: &Schema, table: &Schema, ident: &TableIdent) -> Result<()> {
+    for field in uploaded.fields() {
+        let Ok(column) = table.field_with_name(field.name()) else {
+            return Err(FloeError::invalid(format!(
+                "ingest: table '{ident}' has no column '{}'",
+                field.name()
+            )));
+        };
+        if !can_cast_types(field.data_type(), column.data_type()) {
+            return Err(FloeError::invalid(format!(
+                "ingest: column '{}' is {} in the upload and {} in table '{ident}'",
+                field.name(),
+                field.data_type(),
+                column.data_type()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Spools the upload into the write's staging directory; if the upload fails, deletes
+/// what it staged.
+async fn stage_upload(
+    upload: SendableRecordBatchStream,
+    table: &Table,
+    write_id: &str,
+) -> Result<Vec<StagedFile>> {
+    let location = staging_location(table.metadata(), write_id);
+    match spool(
+        upload,
+        table.file_io(),
+        &location,
+        write_id,
+        STAGING_FILE_BYTES,
+    )
+    .await
+    {
+        Ok(staged) => Ok(staged),
+        Err(e) => {
+            discard_staging(table, write_id).await;
+            Err(FloeError::new(
+                e.kind,
+                format!("{}; nothing was committed", e.message),
+            ))
+        }
+    }
+}
+
 /// The uploaded columns laid out as the table's, by name: cast to the table's types,
-/// NULL for table columns the upload lacks. An uploaded column the table does not have
-/// is refused (its values would be lost).
+/// NULL for table columns the upload lacks (see [`check_columns`] for the others).
 fn to_table_columns(
     uploaded: LogicalPlan,
     uploaded_schema: &Schema,
     table: &Schema,
-    ident: &TableIdent,
 ) -> Result<LogicalPlan> {
-    if let Some(extra) = uploaded_schema
-        .fields()
-        .iter()
-        .find(|f| table.field_with_name(f.name()).is_err())
-    {
-        return Err(FloeError::invalid(format!(
-            "ingest: table '{ident}' has no column '{}'",
-            extra.name()
-        )));
-    }
     let exprs: Vec<Expr> = table
         .fields()
         .iter()
