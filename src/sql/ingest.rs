@@ -18,11 +18,12 @@ use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, cast, col,
 use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableCreation, TableIdent};
+use tokio_util::sync::CancellationToken;
 
 use super::Engine;
 use super::resolve::resolve_tables;
 use crate::catalog::StorageSpec;
-use crate::error::{FloeError, Result};
+use crate::error::{ErrorKind, FloeError, Result};
 use crate::table::staged_scan::StagedTable;
 use crate::table::staging::{StagedFile, spool};
 use crate::table::write_protocol::{discard_staging, new_write_id, staging_location};
@@ -64,16 +65,21 @@ impl Engine {
         if_exists: IfExists,
         upload: SendableRecordBatchStream,
     ) -> Result<i64> {
-        // Runs to its end even if the client goes away, as an INSERT does: a broken
-        // upload stops the spooling, which deletes what it staged.
+        // The ingest runs in its own task so that it always ends with a commit or a
+        // clean-up. This future is the client's call: if the client cancels, hyper drops
+        // it, which is the only sign of it (tonic ends a cancelled upload as if it were
+        // complete); the guard tells the ingest, which then commits nothing.
+        let client_gone = CancellationToken::new();
+        let _guard = client_gone.clone().drop_guard();
         let engine = self.clone();
         tokio::spawn(async move {
             engine
-                .run_ingest(target, if_missing, if_exists, upload)
+                .run_ingest(target, if_missing, if_exists, upload, client_gone)
                 .await
         })
         .await
         .map_err(|e| FloeError::internal(format!("ingest task failed: {e}")))?
+        .inspect_err(|e| tracing::info!(target: "floe::ingest", "ingest failed: {e}"))
     }
 
     async fn run_ingest(
@@ -82,6 +88,7 @@ impl Engine {
         if_missing: IfMissing,
         if_exists: IfExists,
         upload: SendableRecordBatchStream,
+        client_gone: CancellationToken,
     ) -> Result<i64> {
         let schema = upload.schema();
         if let Some(catalog) = target
@@ -143,6 +150,19 @@ impl Engine {
         let write_id = new_write_id();
         provider.set_next_write_id(write_id.clone());
         let staged = stage_upload(upload, provider.table(), &write_id).await?;
+        if client_gone.is_cancelled() {
+            discard_staging(provider.table(), &write_id).await;
+            return Err(cancelled_upload());
+        }
+        tracing::info!(
+            target: "floe::ingest",
+            table = %ident,
+            write_id,
+            files = staged.len(),
+            rows = staged.iter().map(|file| file.rows).sum::<u64>(),
+            bytes = staged.iter().map(|file| file.size).sum::<u64>(),
+            "upload staged"
+        );
         let uploaded = LogicalPlanBuilder::scan(
             "ingest",
             provider_as_source(Arc::new(StagedTable::new(
@@ -167,7 +187,12 @@ impl Engine {
             };
             let ctx = self.cluster.statement_context().await?;
             ctx.register_catalog(&self.catalog_name, resolution.catalog.clone());
-            self.run_insert(&ctx, dml, &resolution.catalog).await
+            let may_commit = || match client_gone.is_cancelled() {
+                true => Err(cancelled_upload()),
+                false => Ok(()),
+            };
+            self.run_insert_if(&ctx, dml, &resolution.catalog, &may_commit)
+                .await
         }
         .await;
         discard_staging(provider.table(), &write_id).await;
@@ -214,6 +239,13 @@ fn check_columns(uploaded: &Schema, table: &Schema, ident: &TableIdent) -> Resul
         }
     }
     Ok(())
+}
+
+fn cancelled_upload() -> FloeError {
+    FloeError::new(
+        ErrorKind::Cancelled,
+        "ingest: the client cancelled the upload; nothing was committed",
+    )
 }
 
 /// Spools the upload into the write's staging directory; if the upload fails, deletes

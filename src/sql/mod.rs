@@ -341,6 +341,18 @@ impl Engine {
         dml: DmlStatement,
         catalog: &StatementCatalog,
     ) -> Result<u64> {
+        self.run_insert_if(ctx, dml, catalog, &|| Ok(())).await
+    }
+
+    /// As [`Self::run_insert`], committing only if `may_commit` agrees once the job has
+    /// written its files (if not, they are deleted).
+    async fn run_insert_if(
+        &self,
+        ctx: &Arc<SessionContext>,
+        dml: DmlStatement,
+        catalog: &StatementCatalog,
+        may_commit: &(dyn Fn() -> Result<()> + Send + Sync),
+    ) -> Result<u64> {
         let provider = catalog
             .provider(&dml.table_name, DEFAULT_NAMESPACE)
             .ok_or_else(|| {
@@ -364,6 +376,10 @@ impl Engine {
                 write_ids.len()
             )));
         };
+        if let Err(e) = may_commit() {
+            discard_writes(provider.table(), &write_ids).await;
+            return Err(e);
+        }
         commit_write(self.catalog.as_ref(), provider.table(), &write_id, &files).await
     }
 
