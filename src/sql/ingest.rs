@@ -76,10 +76,10 @@ impl Engine {
             engine
                 .run_ingest(target, if_missing, if_exists, upload, client_gone)
                 .await
+                .inspect_err(|e| tracing::info!(target: "floe::ingest", "ingest failed: {e}"))
         })
         .await
         .map_err(|e| FloeError::internal(format!("ingest task failed: {e}")))?
-        .inspect_err(|e| tracing::info!(target: "floe::ingest", "ingest failed: {e}"))
     }
 
     async fn run_ingest(

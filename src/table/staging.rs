@@ -26,8 +26,8 @@ use iceberg::io::{FileIO, FileRead, FileWrite};
 
 use crate::error::{FloeError, Result};
 
-/// Encoded bytes are handed to storage in pieces of about this size.
-const WRITE_CHUNK_BYTES: usize = 8 * 1024 * 1024;
+/// Encoded bytes are handed to storage once at least this many are buffered.
+const WRITE_CHUNK_BYTES: usize = 4 * 1024 * 1024;
 
 /// A staging file is read back in ranges of this size.
 const READ_CHUNK_BYTES: u64 = 8 * 1024 * 1024;
@@ -98,12 +98,9 @@ struct StagingWriter {
 impl StagingWriter {
     async fn create(file_io: &FileIO, path: String, schema: &SchemaRef) -> Result<Self> {
         let file = file_io.new_output(&path)?.writer().await?;
-        let encoder = StreamWriter::try_new_with_options(
-            Vec::with_capacity(WRITE_CHUNK_BYTES),
-            schema,
-            IpcWriteOptions::default(),
-        )
-        .map_err(|e| staging_error(&path, e))?;
+        let encoder =
+            StreamWriter::try_new_with_options(Vec::new(), schema, IpcWriteOptions::default())
+                .map_err(|e| staging_error(&path, e))?;
         Ok(Self {
             path,
             encoder,
@@ -130,10 +127,7 @@ impl StagingWriter {
     }
 
     async fn flush(&mut self) -> Result<()> {
-        let chunk = std::mem::replace(
-            self.encoder.get_mut(),
-            Vec::with_capacity(WRITE_CHUNK_BYTES),
-        );
+        let chunk = std::mem::take(self.encoder.get_mut());
         if chunk.is_empty() {
             return Ok(());
         }

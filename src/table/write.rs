@@ -216,7 +216,7 @@ async fn write_partition(
             target: "floe::write",
             table = %spec.table,
             partition,
-            file = file.file_path(),
+            file = %file.file_path(),
             rows = file.record_count(),
             "wrote data file"
         );
