@@ -50,9 +50,10 @@ def test_ingest_modes(conn, cur, catalog, schema):
 
 
 def data_files(server, schema, table):
-    """Every file under the table's data directory (data files, staging files)."""
+    """Everything under the table's data directory (data files, staging files, write
+    directories)."""
     root = Path(server.data_dir) / "warehouse" / schema / table / "data"
-    return sorted(str(p) for p in root.rglob("*") if p.is_file()) if root.exists() else []
+    return sorted(str(p) for p in root.rglob("*")) if root.exists() else []
 
 
 def wait_for(condition, timeout=20.0):

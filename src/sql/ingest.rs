@@ -26,7 +26,9 @@ use crate::catalog::StorageSpec;
 use crate::error::{ErrorKind, FloeError, Result};
 use crate::table::staged_scan::StagedTable;
 use crate::table::staging::{StagedFile, spool};
-use crate::table::write_protocol::{discard_staging, new_write_id, staging_location};
+use crate::table::write_protocol::{
+    discard_staging, discard_writes, new_write_id, staging_location,
+};
 
 /// The upload is staged in files of about this size. Each file is read by one executor
 /// task (several files per partition when there are more files than partitions), so a
@@ -151,7 +153,7 @@ impl Engine {
         provider.set_next_write_id(write_id.clone());
         let staged = stage_upload(upload, provider.table(), &write_id).await?;
         if client_gone.is_cancelled() {
-            discard_staging(provider.table(), &write_id).await;
+            discard_writes(provider.table(), std::slice::from_ref(&write_id)).await;
             return Err(cancelled_upload());
         }
         tracing::info!(
@@ -249,7 +251,7 @@ fn cancelled_upload() -> FloeError {
 }
 
 /// Spools the upload into the write's staging directory; if the upload fails, deletes
-/// what it staged.
+/// the write's directory (it holds nothing else yet).
 async fn stage_upload(
     upload: SendableRecordBatchStream,
     table: &Table,
@@ -267,7 +269,7 @@ async fn stage_upload(
     {
         Ok(staged) => Ok(staged),
         Err(e) => {
-            discard_staging(table, write_id).await;
+            discard_writes(table, &[write_id.to_string()]).await;
             Err(FloeError::new(
                 e.kind,
                 format!("{}; nothing was committed", e.message),
