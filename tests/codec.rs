@@ -12,6 +12,8 @@ use floe::codec::FloePhysicalCodec;
 use floe::table::constants;
 use floe::table::plan_schema;
 use floe::table::scan::{IcebergScanExec, ScanParts, group_tasks};
+use floe::table::staged_scan::StagedScanExec;
+use floe::table::staging::{StagedFile, group_staged};
 use floe::table::write::{IcebergWriteExec, WriteSpec};
 use iceberg::expr::{Bind, Reference};
 use iceberg::spec::{Datum, FormatVersion, PartitionSpec, PrimitiveLiteral, Struct, Transform};
@@ -160,4 +162,32 @@ fn write_node_decodes_to_the_same_spec() {
     assert_eq!(got.data_location, write.data_location);
     assert_eq!(got.format_version, write.format_version);
     assert_eq!(got.target_file_size_bytes, write.target_file_size_bytes);
+}
+
+#[test]
+fn staged_scan_node_decodes_to_the_same_partitions_and_files() {
+    let files: Vec<StagedFile> = (0..5)
+        .map(|i| StagedFile {
+            path: format!("file:///wh/t/data/w1/_staging/w1-{i:05}.arrows"),
+            size: 1000 + i,
+            rows: 10 * i,
+        })
+        .collect();
+    let schema = plan_schema(&schema()).expect("schema");
+    let storage = StorageSpec {
+        props: HashMap::from([("s3.region".to_string(), "eu-west-1".to_string())]),
+    };
+    let scan = StagedScanExec::new(schema.clone(), storage.clone(), group_staged(&files, 3));
+    let decoded = round_trip(Arc::new(scan.clone()), &[]);
+    let decoded = decoded
+        .as_any()
+        .downcast_ref::<StagedScanExec>()
+        .expect("a StagedScanExec");
+    assert_eq!(decoded.groups, scan.groups);
+    assert_eq!(
+        decoded.properties().output_partitioning().partition_count(),
+        3
+    );
+    assert_eq!(decoded.schema(), schema);
+    assert_eq!(decoded.storage, storage);
 }

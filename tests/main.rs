@@ -14,5 +14,6 @@ mod prepared;
 mod results;
 mod scan;
 mod sql_parse;
+mod staging;
 
 mod support;

@@ -17,6 +17,8 @@ use crate::catalog::StorageSpec;
 use crate::error::{FloeError, Result};
 use crate::table::constants;
 use crate::table::scan::{IcebergScanExec, ScanParts};
+use crate::table::staged_scan::StagedScanExec;
+use crate::table::staging::{StagedFile, schema_from_ipc, schema_to_ipc};
 use crate::table::write::{IcebergWriteExec, WriteSpec};
 
 /// Generated from `proto/floe.proto`.
@@ -51,6 +53,8 @@ impl PhysicalExtensionCodec for FloePhysicalCodec {
             proto::floe_node::Node::Scan(encode_scan(scan)?)
         } else if let Some(write) = node.as_any().downcast_ref::<IcebergWriteExec>() {
             proto::floe_node::Node::Write(encode_write(&write.spec)?)
+        } else if let Some(staged) = node.as_any().downcast_ref::<StagedScanExec>() {
+            proto::floe_node::Node::StagedScan(encode_staged_scan(staged))
         } else {
             buf.push(TAG_BALLISTA);
             return self.ballista.try_encode(node, buf);
@@ -80,6 +84,9 @@ fn decode_node(buf: &[u8], inputs: &[Arc<dyn ExecutionPlan>]) -> Result<Arc<dyn 
                 input.clone(),
                 Arc::new(decode_write(write)?),
             )?))
+        }
+        Some(proto::floe_node::Node::StagedScan(staged)) => {
+            Ok(Arc::new(decode_staged_scan(staged)?))
         }
         None => Err(FloeError::internal("empty Floe plan node")),
     }
@@ -222,6 +229,50 @@ fn decode_write(node: proto::WriteNode) -> Result<WriteSpec> {
         target_file_size_bytes: node.target_file_size_bytes,
         compression_codec: node.compression_codec,
     })
+}
+
+pub fn encode_staged_scan(scan: &StagedScanExec) -> proto::StagedScanNode {
+    proto::StagedScanNode {
+        schema_ipc: schema_to_ipc(&scan.schema),
+        storage: Some(encode_storage(&scan.storage)),
+        groups: scan
+            .groups
+            .iter()
+            .map(|files| proto::StagedFileGroup {
+                files: files
+                    .iter()
+                    .map(|file| proto::StagedFile {
+                        path: file.path.clone(),
+                        size: file.size,
+                        rows: file.rows,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+pub fn decode_staged_scan(node: proto::StagedScanNode) -> Result<StagedScanExec> {
+    let groups = node
+        .groups
+        .into_iter()
+        .map(|group| {
+            group
+                .files
+                .into_iter()
+                .map(|file| StagedFile {
+                    path: file.path,
+                    size: file.size,
+                    rows: file.rows,
+                })
+                .collect()
+        })
+        .collect();
+    Ok(StagedScanExec::new(
+        schema_from_ipc(&node.schema_ipc)?,
+        decode_storage(node.storage),
+        groups,
+    ))
 }
 
 fn encode_storage(storage: &StorageSpec) -> proto::StorageSpec {

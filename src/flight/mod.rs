@@ -299,15 +299,16 @@ impl FlightSqlService for FloeFlightService {
             Ok(TableExistsOption::Replace) => IfExists::Replace,
             _ => IfExists::Fail,
         };
-        let (schema, batches) = upload::read_batches(request.into_inner()).await?;
-        let schema = schema.ok_or_else(|| Status::invalid_argument("ingest: no data was sent"))?;
+        let upload = upload::upload_stream(request.into_inner())
+            .await?
+            .ok_or_else(|| Status::invalid_argument("ingest: no data was sent"))?;
         let target = IngestTarget {
             catalog: command.catalog,
             schema: command.schema,
             table: command.table,
         };
         self.engine
-            .ingest(target, if_missing, if_exists, schema, batches)
+            .ingest(target, if_missing, if_exists, upload)
             .await
             .map_err(status)
     }

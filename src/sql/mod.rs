@@ -347,17 +347,19 @@ impl Engine {
         dml: DmlStatement,
         catalog: &StatementCatalog,
     ) -> Result<u64> {
-        self.run_write(ctx, dml, catalog, &WriteCommit::Append)
+        self.run_write(ctx, dml, catalog, &WriteCommit::Append, &|| Ok(()))
             .await
     }
 
-    /// As [`Self::run_insert`], committing the files as `how` says.
+    /// As [`Self::run_insert`], committing the files as `how` says, and only if
+    /// `may_commit` agrees once the job has written them (if not, they are deleted).
     async fn run_write(
         &self,
         ctx: &Arc<SessionContext>,
         dml: DmlStatement,
         catalog: &StatementCatalog,
         how: &WriteCommit,
+        may_commit: &(dyn Fn() -> Result<()> + Send + Sync),
     ) -> Result<u64> {
         let provider = catalog
             .provider(&dml.table_name, DEFAULT_NAMESPACE)
@@ -382,6 +384,10 @@ impl Engine {
                 write_ids.len()
             )));
         };
+        if let Err(e) = may_commit() {
+            discard_writes(provider.table(), &write_ids).await;
+            return Err(e);
+        }
         commit_write(
             self.catalog.as_ref(),
             provider.table(),

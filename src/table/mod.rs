@@ -1,6 +1,7 @@
 //! Iceberg ⇄ DataFusion: the per-statement table provider, the distributed scan and
-//! write nodes, filter translation, the coordinator-side commit and the write protocol
-//! that says which files a write may create and who deletes them.
+//! write nodes, filter translation, the coordinator-side commit, the write protocol
+//! that says which files a write may create and who deletes them, and the staging
+//! files a bulk ingest is spooled into and scanned from.
 
 pub mod commit;
 pub mod constants;
@@ -10,6 +11,8 @@ pub mod overwrite;
 pub mod provider;
 pub mod replace;
 pub mod scan;
+pub mod staged_scan;
+pub mod staging;
 pub mod write;
 pub mod write_protocol;
 

@@ -18,7 +18,7 @@ use iceberg::table::Table;
 use super::plan_schema;
 use super::scan::plan_scan;
 use super::write::{COMPRESSION_CODEC, IcebergWriteExec, TARGET_FILE_SIZE, WriteSpec};
-use super::write_protocol::write_location;
+use super::write_protocol::{new_write_id, write_location};
 use crate::catalog::StorageSpec;
 use crate::error::{FloeError, Result};
 
@@ -29,6 +29,9 @@ pub struct IcebergTableProvider {
     /// Ids of the writes `insert_into` planned (the coordinator cleans up after them
     /// if their job fails).
     planned_writes: Mutex<Vec<String>>,
+    /// The id the next planned write takes, if the statement chose it beforehand (an
+    /// ingest stages its upload in the write's directory before planning).
+    next_write_id: Mutex<Option<String>>,
     /// The error `scan` failed with. Ballista plans jobs on the coordinator but reports
     /// a planning failure only as text; the statement reads the error back from here.
     planning_error: Mutex<Option<FloeError>>,
@@ -43,6 +46,7 @@ impl IcebergTableProvider {
             name,
             schema,
             planned_writes: Mutex::new(Vec::new()),
+            next_write_id: Mutex::new(None),
             planning_error: Mutex::new(None),
         })
     }
@@ -53,6 +57,13 @@ impl IcebergTableProvider {
 
     pub fn planning_error(&self) -> Option<FloeError> {
         self.planning_error.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// Makes the next write planned on this provider take `write_id`.
+    pub fn set_next_write_id(&self, write_id: String) {
+        if let Ok(mut next) = self.next_write_id.lock() {
+            *next = Some(write_id);
+        }
     }
 
     pub fn planned_writes(&self) -> Vec<String> {
@@ -132,7 +143,12 @@ impl TableProvider for IcebergTableProvider {
             return not_impl_err!("{insert_op} is not supported yet; only INSERT INTO appends");
         }
         let metadata = self.table.metadata();
-        let write_id = uuid::Uuid::now_v7().to_string();
+        let write_id = self
+            .next_write_id
+            .lock()
+            .ok()
+            .and_then(|mut next| next.take())
+            .unwrap_or_else(new_write_id);
         let spec = WriteSpec {
             table: self.name.clone(),
             schema: metadata.current_schema().clone(),

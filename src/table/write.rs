@@ -211,6 +211,16 @@ async fn write_partition(
     let builder = DataFileWriterBuilder::new(rolling);
     let files = write_batches(spec, table_schema, builder, input).await?;
     cleanup.armed = false;
+    for file in &files {
+        tracing::debug!(
+            target: "floe::write",
+            table = %spec.table,
+            partition,
+            file = %file.file_path(),
+            rows = file.record_count(),
+            "wrote data file"
+        );
+    }
     Ok(files)
 }
 

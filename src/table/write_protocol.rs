@@ -29,12 +29,21 @@
 //!      saying that nothing was committed and retrying is safe;
 //!    * *unknown* (the commit failed and the table cannot be read back): **nothing is
 //!      deleted**; the client gets `UNAVAILABLE` saying the outcome is unknown.
-//! 5. **Nothing else deletes data files.** What is left behind — the directory of a
+//! 5. **An ingest stages its upload inside the write's directory.** A bulk ingest
+//!    chooses its write id before the upload arrives and spools the upload into
+//!    staging files under [`staging_location`], `<write directory>/_staging/`
+//!    (`<write id>-NNNNN.arrows`, see `staging`), written through the table's `FileIO`.
+//!    No commit references them, so they are never table data (and the leading `_`
+//!    hides the directory from tools that list data directories). The coordinator
+//!    deletes them once the write job has ended, whatever its outcome
+//!    ([`discard_staging`]), and with the whole directory when the upload or the job
+//!    fails (as 3).
+//! 6. **Nothing else deletes data files.** What is left behind — the directory of a
 //!    write whose outcome stayed unknown, files of task attempts the commit did not
-//!    reference, files of a coordinator that died mid-write — is for an orphan sweep:
-//!    a `<data location>/<write id>/` directory whose write id is in no snapshot summary
-//!    of the table and that is older than any running statement. (Floe does not run
-//!    such a sweep yet.)
+//!    reference, staging files of a coordinator that died mid-ingest — is for an
+//!    orphan sweep: a `<data location>/<write id>/` directory whose write id is in no
+//!    snapshot summary of the table, and any `_staging/` directory, older than any
+//!    running statement. (Floe does not run such a sweep yet.)
 
 use std::time::Duration;
 
@@ -66,6 +75,23 @@ pub fn write_location(metadata: &TableMetadata, write_id: &str) -> String {
         "{}/{write_id}",
         data_location(metadata).trim_end_matches('/')
     )
+}
+
+/// A fresh write id (UUIDv7: directories sort by age).
+pub fn new_write_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// Directory of a write's staging files (bulk ingest): inside the write's directory.
+pub fn staging_location(metadata: &TableMetadata, write_id: &str) -> String {
+    format!("{}/_staging", write_location(metadata, write_id))
+}
+
+/// Deletes a write's staging files (once its job has ended: no task reads them any
+/// more).
+pub async fn discard_staging(planned: &Table, write_id: &str) {
+    let location = staging_location(planned.metadata(), write_id);
+    delete_all(planned.file_io(), &[location]).await;
 }
 
 /// How a write's files are committed.
@@ -146,9 +172,7 @@ async fn delete_all(file_io: &FileIO, locations: &[String]) {
                 // The trailing slash keeps an object store's prefix delete inside the
                 // directory.
                 if let Err(e) = file_io.delete_prefix(format!("{location}/")).await {
-                    tracing::warn!(
-                        "could not delete the files of a failed write at {location}: {e}"
-                    );
+                    tracing::warn!("could not delete the files at {location}: {e}");
                 }
             }
         })
