@@ -25,6 +25,10 @@ pub enum ErrorKind {
     /// The server cannot take the statement now (it is shutting down, the catalog is
     /// busy, or the outcome of a commit could not be learned).
     Unavailable,
+    /// No valid credentials or token came with the call.
+    Unauthenticated,
+    /// The caller may not read or change what the statement touches.
+    PermissionDenied,
     Internal,
 }
 
@@ -61,6 +65,12 @@ impl FloeError {
     }
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Unavailable, message)
+    }
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unauthenticated, message)
+    }
+    pub fn permission_denied(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::PermissionDenied, message)
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, message)
@@ -164,7 +174,7 @@ impl FloeError {
 }
 
 impl ErrorKind {
-    const ALL: [ErrorKind; 10] = [
+    const ALL: [ErrorKind; 12] = [
         ErrorKind::InvalidArgument,
         ErrorKind::NotFound,
         ErrorKind::AlreadyExists,
@@ -174,6 +184,8 @@ impl ErrorKind {
         ErrorKind::Aborted,
         ErrorKind::ResourceExhausted,
         ErrorKind::Unavailable,
+        ErrorKind::Unauthenticated,
+        ErrorKind::PermissionDenied,
         ErrorKind::Internal,
     ];
 
@@ -188,6 +200,8 @@ impl ErrorKind {
             ErrorKind::Aborted => "aborted",
             ErrorKind::ResourceExhausted => "resource_exhausted",
             ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Unauthenticated => "unauthenticated",
+            ErrorKind::PermissionDenied => "permission_denied",
             ErrorKind::Internal => "internal",
         }
     }

@@ -21,11 +21,15 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+// Parsed once at start: the size difference between the variants does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Run the coordinator: Flight SQL, the embedded scheduler and in-process executors.
     Serve(ServeArgs),
     /// Run an executor that joins a coordinator's scheduler.
     Executor(ExecutorArgs),
+    /// Print the argon2id hash of a password read from stdin, for `[[auth.users]]`.
+    HashPassword,
 }
 
 #[derive(clap::Args)]
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => floe::server::serve(ServeConfig::resolve(&args)?).await,
             Command::Executor(args) => executor(args).await,
+            Command::HashPassword => hash_password(),
         }
     });
     match result {
@@ -92,6 +97,18 @@ async fn executor(args: ExecutorArgs) -> Result<()> {
         slots: args.slots.unwrap_or_else(cpus),
     })
     .await
+}
+
+/// Reads one line (the password) from stdin and prints its hash.
+fn hash_password() -> Result<()> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| FloeError::invalid(format!("reading the password from stdin: {e}")))?;
+    let password = line.strip_suffix('\n').unwrap_or(&line);
+    let password = password.strip_suffix('\r').unwrap_or(password);
+    println!("{}", floe::auth::password::hash(password)?);
+    Ok(())
 }
 
 fn init_logging() {

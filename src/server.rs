@@ -50,7 +50,14 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
         shutdown_signal().await;
         let _ = cancelled_tx.send(cluster.cancel_all_jobs());
     };
-    crate::flight::serve(engine, config.flight_addr, shutdown).await?;
+    crate::flight::serve(
+        engine,
+        config.flight_addr,
+        config.auth.as_ref(),
+        config.tls.as_ref(),
+        shutdown,
+    )
+    .await?;
     // Give the in-process executors a moment to wind down cancelled tasks, so that what
     // those tasks clean up on the way out is done before the process ends.
     if cancelled_rx.await.unwrap_or(0) > 0 {

@@ -64,3 +64,73 @@ fn flags_override_the_file() {
     assert_eq!(config.executor_slots, 2);
     assert_eq!(config.catalog.name, "lake");
 }
+
+fn config_file(dir: &std::path::Path, text: &str) -> ServeArgs {
+    let path = dir.join("floe.toml");
+    std::fs::write(&path, text).expect("config written");
+    ServeArgs {
+        config: Some(path),
+        data_dir: Some(dir.join("data")),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn auth_settings_are_checked_at_start_and_never_printed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let hash = floe::auth::password::hash("pw-for-the-test").expect("hash");
+    let secret = "s".repeat(40);
+    std::fs::write(dir.path().join("jwt.secret"), &secret).expect("secret written");
+    let users =
+        format!("[[auth.users]]\nname = \"alice\"\npassword_hash = \"{hash}\"\nread = [\"*\"]\n");
+    let secret_file = format!(
+        "jwt_secret_file = \"{}\"\n",
+        dir.path().join("jwt.secret").display()
+    );
+
+    // Reachable from other machines: only with [auth].
+    let open = config_file(dir.path(), "flight_addr = \"0.0.0.0:32010\"");
+    let err = ServeConfig::resolve(&open).unwrap_err();
+    assert!(err.message.contains("[auth]"), "{}", err.message);
+    let text = format!("flight_addr = \"0.0.0.0:32010\"\n[auth]\n{secret_file}{users}");
+    let config = ServeConfig::resolve(&config_file(dir.path(), &text)).expect("valid");
+    let auth = config.auth.as_ref().expect("auth on");
+    assert_eq!(auth.jwt_secret.expose(), secret);
+    assert_eq!(auth.token_ttl.as_secs(), 3600);
+    let printed = format!("{config:?}");
+    assert!(
+        !printed.contains(&secret) && !printed.contains(&hash),
+        "{printed}"
+    );
+
+    for (bad, named) in [
+        (format!("[auth]\n{secret_file}"), "auth.users"),
+        (
+            format!("[auth]\n{secret_file}{}", users.replace(&hash, "plaintext")),
+            "password_hash",
+        ),
+        (
+            format!("[auth]\n{secret_file}token_ttl_secs = 0\n{users}"),
+            "token_ttl_secs",
+        ),
+        (
+            format!("[auth]\n{secret_file}{users}{users}"),
+            "given twice",
+        ),
+        (
+            format!("tls_cert = \"/x.pem\"\n[auth]\n{secret_file}{users}"),
+            "tls_key",
+        ),
+    ] {
+        let err = ServeConfig::resolve(&config_file(dir.path(), &bad)).unwrap_err();
+        assert!(err.message.contains(named), "{named}: {}", err.message);
+        assert!(!err.message.contains(&hash) && !err.message.contains(&secret));
+    }
+    std::fs::write(dir.path().join("jwt.secret"), "short").expect("secret written");
+    let err = ServeConfig::resolve(&config_file(
+        dir.path(),
+        &format!("[auth]\n{secret_file}{users}"),
+    ))
+    .unwrap_err();
+    assert!(err.message.contains("32 bytes"), "{}", err.message);
+}

@@ -1,13 +1,14 @@
 //! Prepared statement handles and parameter rows.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use datafusion::arrow::array::{Int64Array, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
 use datafusion::sql::parser::Statement;
-use floe::flight::prepared::{decode, encode, rows};
+use floe::flight::prepared::{PreparedStatements, rows};
 use floe::sql::params::{expand_insert_values, number_placeholders};
 use floe::sql::parse::parse;
 
@@ -27,16 +28,20 @@ fn parameters() -> RecordBatch {
 }
 
 #[test]
-fn handles_carry_sql_and_bound_rows() {
+fn handles_keep_sql_and_bound_rows_for_their_owner() {
+    let statements = PreparedStatements::default();
     let sql = "SELECT * FROM t WHERE id = $1 AND name = $2";
-    let plain = decode(&encode(sql, None).expect("encodes")).expect("decodes");
+    let handle = statements.create("alice", sql).expect("created");
+    let plain = statements.get(&handle, "alice").expect("found");
     assert_eq!(
         (plain.sql.as_str(), plain.parameters.is_none()),
         (sql, true)
     );
 
-    let bound = decode(&encode(sql, Some(&parameters())).expect("encodes")).expect("decodes");
-    assert_eq!(bound.sql, sql);
+    statements
+        .bind(&handle, "alice", Some(parameters()))
+        .expect("bound");
+    let bound = statements.get(&handle, "alice").expect("found");
     let rows = rows(bound.parameters.as_ref()).expect("rows");
     assert_eq!(
         rows,
@@ -51,9 +56,47 @@ fn handles_carry_sql_and_bound_rows() {
             ],
         ]
     );
-    // A handle that is neither plain UTF-8 nor well-formed is refused, not trusted.
-    assert!(decode(b"floe-prepared-1\n\xff\xff\xff\xff\xff\xff\xff\xff").is_err());
-    assert!(decode(&[0xff, 0xfe]).is_err());
+
+    // Another user cannot use, rebind or close it; it looks missing to them.
+    for status in [
+        statements.get(&handle, "mallory").err(),
+        statements.bind(&handle, "mallory", None).err(),
+        statements.close(&handle, "mallory").err(),
+    ] {
+        assert_eq!(status.expect("refused").code(), tonic::Code::NotFound);
+    }
+    assert!(statements.get(&handle, "alice").is_ok());
+    // Handles are not guessable from one another, and garbage is refused, not trusted.
+    let other = statements.create("alice", sql).expect("created");
+    assert_ne!(handle, other);
+    assert!(statements.get(&[0xff, 0xfe], "alice").is_err());
+
+    statements.close(&handle, "alice").expect("closed");
+    assert_eq!(
+        statements.get(&handle, "alice").err().map(|s| s.code()),
+        Some(tonic::Code::NotFound)
+    );
+}
+
+#[test]
+fn idle_handles_expire_and_the_count_is_limited() {
+    let statements = PreparedStatements::new(Duration::from_millis(50), 2);
+    let first = statements.create("alice", "SELECT 1").expect("created");
+    statements.create("bob", "SELECT 2").expect("created");
+    let full = statements.create("alice", "SELECT 3").expect_err("full");
+    assert_eq!(full.code(), tonic::Code::ResourceExhausted);
+
+    std::thread::sleep(Duration::from_millis(80));
+    assert_eq!(
+        statements.get(&first, "alice").err().map(|s| s.code()),
+        Some(tonic::Code::NotFound)
+    );
+    // Idle handles make room for new ones.
+    let fresh = statements.create("alice", "SELECT 3").expect("room again");
+    assert_eq!(
+        statements.get(&fresh, "alice").expect("found").sql,
+        "SELECT 3"
+    );
 }
 
 #[test]

@@ -1,11 +1,14 @@
 import java.net.URI;
 import java.util.Arrays;
 
+import org.apache.arrow.flight.CallOption;
 import org.apache.arrow.flight.FlightClient;
 import org.apache.arrow.flight.FlightEndpoint;
 import org.apache.arrow.flight.FlightInfo;
 import org.apache.arrow.flight.FlightStream;
 import org.apache.arrow.flight.Location;
+import org.apache.arrow.flight.auth2.BearerCredentialWriter;
+import org.apache.arrow.flight.grpc.CredentialCallOption;
 import org.apache.arrow.flight.sql.FlightSqlClient;
 import org.apache.arrow.flight.sql.impl.FlightSql;
 import org.apache.arrow.memory.BufferAllocator;
@@ -24,6 +27,11 @@ import org.apache.arrow.memory.RootAllocator;
  * </pre>
  *
  * Prints each result row as a tab-separated line after a label.
+ *
+ * <p>With {@code [auth]} on the server, set {@code FLOE_USER} and {@code FLOE_PASSWORD}
+ * (Basic credentials on Handshake, as JDBC's {@code user=}/{@code password=}) or
+ * {@code FLOE_TOKEN} (a bearer token on Handshake, as JDBC's {@code token=}); the bearer
+ * then goes with every call.
  */
 public class FloeFlightSql {
   public static void main(String[] args) throws Exception {
@@ -33,26 +41,47 @@ public class FloeFlightSql {
             FlightClient.builder(allocator, Location.forGrpcInsecure(uri.getHost(), uri.getPort()))
                 .build();
         FlightSqlClient sql = new FlightSqlClient(flight)) {
-      print("sql_info", sql, sql.getSqlInfo(new FlightSql.SqlInfo[0]));
-      print("catalogs", sql, sql.getCatalogs());
-      print("schemas", sql, sql.getSchemas(null, null));
-      print("table_types", sql, sql.getTableTypes());
-      print("tables", sql, sql.getTables(null, null, "%", null, true));
+      CallOption[] auth = logIn(flight);
+      print("sql_info", sql, sql.getSqlInfo(new FlightSql.SqlInfo[0], auth), auth);
+      print("catalogs", sql, sql.getCatalogs(auth), auth);
+      print("schemas", sql, sql.getSchemas(null, null, auth), auth);
+      print("table_types", sql, sql.getTableTypes(auth), auth);
+      print("tables", sql, sql.getTables(null, null, "%", null, true, auth), auth);
       for (String statement : Arrays.copyOfRange(args, 1, args.length)) {
-        try (FlightSqlClient.PreparedStatement prepared = sql.prepare(statement)) {
+        FlightSqlClient.PreparedStatement prepared = sql.prepare(statement, auth);
+        try {
           if (prepared.getResultSetSchema().getFields().isEmpty()) {
-            System.out.println("update\t" + prepared.executeUpdate());
+            System.out.println("update\t" + prepared.executeUpdate(auth));
           } else {
-            print("query", sql, prepared.execute());
+            print("query", sql, prepared.execute(auth), auth);
           }
+        } finally {
+          prepared.close(auth);
         }
       }
     }
   }
 
-  private static void print(String label, FlightSqlClient sql, FlightInfo info) throws Exception {
+  /** Handshake as the JDBC driver does; returns the bearer to send with every call. */
+  private static CallOption[] logIn(FlightClient flight) {
+    String token = System.getenv("FLOE_TOKEN");
+    String user = System.getenv("FLOE_USER");
+    if (token != null) {
+      CredentialCallOption bearer = new CredentialCallOption(new BearerCredentialWriter(token));
+      flight.handshake(bearer);
+      return new CallOption[] {bearer};
+    }
+    if (user != null) {
+      String password = System.getenv("FLOE_PASSWORD");
+      return new CallOption[] {flight.authenticateBasicToken(user, password).orElseThrow()};
+    }
+    return new CallOption[0];
+  }
+
+  private static void print(String label, FlightSqlClient sql, FlightInfo info, CallOption[] auth)
+      throws Exception {
     for (FlightEndpoint endpoint : info.getEndpoints()) {
-      try (FlightStream stream = sql.getStream(endpoint.getTicket())) {
+      try (FlightStream stream = sql.getStream(endpoint.getTicket(), auth)) {
         while (stream.next()) {
           for (String row : stream.getRoot().contentToTSVString().split("\n")) {
             System.out.println(label + "\t" + row);

@@ -142,12 +142,15 @@ impl Cluster {
         }
     }
 
-    /// A fresh context for one statement.
-    pub async fn statement_context(&self) -> Result<Arc<SessionContext>> {
+    /// A fresh context for one statement, whose unqualified table names are in
+    /// `default_schema`.
+    pub async fn statement_context(&self, default_schema: &str) -> Result<Arc<SessionContext>> {
+        let mut config = (self.config)();
+        config.options_mut().catalog.default_schema = default_schema.to_string();
         self.scheduler
             .state
             .session_manager
-            .create_or_update_session("floe", &(self.config)())
+            .create_or_update_session("floe", &config)
             .await
             .map_err(|e| FloeError::internal(format!("creating a session: {e}")))
     }

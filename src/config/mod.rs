@@ -23,7 +23,57 @@ pub struct FileConfig {
     pub executor_slots: Option<usize>,
     pub target_partitions: Option<usize>,
     pub statement_timeout_secs: Option<u64>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_client_ca: Option<PathBuf>,
     pub catalog: Option<CatalogFileConfig>,
+    pub auth: Option<AuthFileConfig>,
+}
+
+/// `[auth]`: present means every call must be authenticated.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthFileConfig {
+    pub jwt_secret_file: Option<PathBuf>,
+    pub token_ttl_secs: Option<u64>,
+    #[serde(default)]
+    pub users: Vec<UserConfig>,
+}
+
+/// `[[auth.users]]`: a user, their password hash and their grants.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub name: String,
+    /// argon2id PHC string, as `floe hash-password` prints it.
+    pub password_hash: Secret,
+    /// Namespaces the user may read; `"*"` is all.
+    #[serde(default)]
+    pub read: Vec<String>,
+    /// Namespaces the user may change (DDL and DML); `"*"` is all.
+    #[serde(default)]
+    pub write: Vec<String>,
+}
+
+/// A value that must never be printed: `Debug` shows only that it is there.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(redacted)")
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -66,6 +116,21 @@ pub struct ServeArgs {
     /// Longest a statement's job may run, in seconds (default 0: no limit).
     #[arg(long, env = "FLOE_STATEMENT_TIMEOUT_SECS")]
     pub statement_timeout_secs: Option<u64>,
+    /// PEM certificate chain: serve Flight SQL over TLS (with --tls-key).
+    #[arg(long, env = "FLOE_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "FLOE_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates: clients must present a certificate they signed (mTLS).
+    #[arg(long, env = "FLOE_TLS_CLIENT_CA")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// File holding the secret that signs bearer tokens ([auth]; or FLOE_JWT_SECRET).
+    #[arg(long, env = "FLOE_JWT_SECRET_FILE")]
+    pub jwt_secret_file: Option<PathBuf>,
+    /// Lifetime of bearer tokens in seconds ([auth]; default 3600).
+    #[arg(long, env = "FLOE_TOKEN_TTL_SECS")]
+    pub token_ttl_secs: Option<u64>,
     /// Catalog implementation: sql, rest or memory (default sql).
     #[arg(long, env = "FLOE_CATALOG_TYPE")]
     pub catalog_type: Option<String>,
@@ -109,6 +174,26 @@ impl std::fmt::Debug for CatalogConfig {
     }
 }
 
+/// `[auth]`, resolved.
+#[derive(Debug, Clone)]
+pub struct AuthConfig {
+    pub jwt_secret: Secret,
+    pub token_ttl: Duration,
+    pub users: Vec<UserConfig>,
+}
+
+/// TLS for the Flight SQL listener.
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// Clients must present a certificate signed by one of these.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// The environment variable that may hold the token signing secret itself.
+const JWT_SECRET_ENV: &str = "FLOE_JWT_SECRET";
+
 /// The resolved configuration of `floe serve`.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -121,6 +206,9 @@ pub struct ServeConfig {
     /// Longest a statement's job may run; `None`: no limit.
     pub statement_timeout: Option<Duration>,
     pub catalog: CatalogConfig,
+    /// `None`: authentication is off (only allowed on a loopback address).
+    pub auth: Option<AuthConfig>,
+    pub tls: Option<TlsConfig>,
 }
 
 pub fn cpus() -> usize {
@@ -218,7 +306,23 @@ impl ServeConfig {
             )));
         }
 
+        let auth = file.auth.map(|auth| resolve_auth(args, auth)).transpose()?;
+        if auth.is_none() && !flight_addr.ip().is_loopback() {
+            return Err(FloeError::invalid(format!(
+                "flight_addr: {flight_addr} is reachable from other machines, and anyone who \
+                 reaches it could read and change every table: configure [auth] (users with \
+                 passwords and grants) or listen on 127.0.0.1"
+            )));
+        }
+        let tls = resolve_tls(
+            args.tls_cert.clone().or(file.tls_cert),
+            args.tls_key.clone().or(file.tls_key),
+            args.tls_client_ca.clone().or(file.tls_client_ca),
+        )?;
+
         Ok(Self {
+            auth,
+            tls,
             data_dir,
             flight_addr,
             scheduler_addr,
@@ -234,6 +338,85 @@ impl ServeConfig {
                 properties: catalog_file.properties,
             },
         })
+    }
+}
+
+fn resolve_auth(args: &ServeArgs, file: AuthFileConfig) -> Result<AuthConfig> {
+    if file.users.is_empty() {
+        return Err(FloeError::invalid(
+            "auth: no [[auth.users]]: nobody could log in",
+        ));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for user in &file.users {
+        if user.name.is_empty() || !names.insert(user.name.as_str()) {
+            return Err(FloeError::invalid(format!(
+                "auth.users: user name '{}' is empty or given twice",
+                user.name
+            )));
+        }
+        if !crate::auth::password::is_valid_hash(user.password_hash.expose()) {
+            return Err(FloeError::invalid(format!(
+                "auth.users: the password_hash of '{}' is not an argon2 hash (make one with \
+                 `floe hash-password`)",
+                user.name
+            )));
+        }
+    }
+    let secret_file = args.jwt_secret_file.clone().or(file.jwt_secret_file);
+    let jwt_secret = match (std::env::var(JWT_SECRET_ENV).ok(), secret_file) {
+        (Some(secret), _) => Secret::new(secret.trim()),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                FloeError::invalid(format!(
+                    "auth.jwt_secret_file: cannot read {}: {e}",
+                    path.display()
+                ))
+            })?;
+            Secret::new(text.trim())
+        }
+        (None, None) => {
+            tracing::warn!(
+                "auth: no jwt_secret_file or {JWT_SECRET_ENV}; tokens are signed with a key \
+                 made at start and stop working when the server restarts"
+            );
+            Secret::new(
+                uuid::Uuid::new_v4().simple().to_string()
+                    + &uuid::Uuid::new_v4().simple().to_string(),
+            )
+        }
+    };
+    if jwt_secret.expose().len() < 32 {
+        return Err(FloeError::invalid(
+            "auth: the JWT signing secret must be at least 32 bytes",
+        ));
+    }
+    let ttl = args.token_ttl_secs.or(file.token_ttl_secs).unwrap_or(3600);
+    Ok(AuthConfig {
+        jwt_secret,
+        token_ttl: Duration::from_secs(positive("auth.token_ttl_secs", ttl as usize)? as u64),
+        users: file.users,
+    })
+}
+
+fn resolve_tls(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
+) -> Result<Option<TlsConfig>> {
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(TlsConfig {
+            cert,
+            key,
+            client_ca,
+        })),
+        (None, None) if client_ca.is_none() => Ok(None),
+        (None, None) => Err(FloeError::invalid(
+            "tls_client_ca: needs tls_cert and tls_key (the server's own certificate)",
+        )),
+        _ => Err(FloeError::invalid(
+            "tls_cert and tls_key: give both (the certificate and its private key)",
+        )),
     }
 }
 

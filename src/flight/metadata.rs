@@ -19,8 +19,8 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{FloeError, Result};
-use crate::sql::Engine;
 use crate::sql::metadata::TableColumns;
+use crate::sql::{Caller, Engine};
 
 /// Floe's one table type (Iceberg tables; no views yet).
 const TABLE_TYPE: &str = "TABLE";
@@ -31,11 +31,15 @@ pub fn catalogs(engine: &Engine, query: CommandGetCatalogs) -> Result<RecordBatc
     builder.build().map_err(arrow_error)
 }
 
-pub async fn db_schemas(engine: &Engine, query: CommandGetDbSchemas) -> Result<RecordBatch> {
+pub async fn db_schemas(
+    engine: &Engine,
+    caller: &Caller,
+    query: CommandGetDbSchemas,
+) -> Result<RecordBatch> {
     let names = match wants_catalog(engine, query.catalog.as_deref()) {
         true => {
             engine
-                .schema_names(query.db_schema_filter_pattern.as_deref())
+                .schema_names(caller, query.db_schema_filter_pattern.as_deref())
                 .await?
         }
         false => Vec::new(),
@@ -47,13 +51,18 @@ pub async fn db_schemas(engine: &Engine, query: CommandGetDbSchemas) -> Result<R
     builder.build().map_err(arrow_error)
 }
 
-pub async fn tables(engine: &Engine, query: CommandGetTables) -> Result<RecordBatch> {
+pub async fn tables(
+    engine: &Engine,
+    caller: &Caller,
+    query: CommandGetTables,
+) -> Result<RecordBatch> {
     let wanted = wants_catalog(engine, query.catalog.as_deref())
         && (query.table_types.is_empty() || query.table_types.iter().any(|t| t == TABLE_TYPE));
     let tables = match wanted {
         true => {
             engine
                 .tables(
+                    caller,
                     query.db_schema_filter_pattern.as_deref(),
                     query.table_name_filter_pattern.as_deref(),
                     query.include_schema,

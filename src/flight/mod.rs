@@ -1,10 +1,13 @@
 //! The Flight SQL service: handshake, ad hoc and prepared statements, updates, and
 //! results streamed batch by batch. What is not supported answers `UNIMPLEMENTED`.
 
+mod auth;
 mod metadata;
 pub mod prepared;
 pub mod results;
+mod session;
 mod sql_info;
+pub mod store;
 mod upload;
 
 use std::net::SocketAddr;
@@ -44,39 +47,74 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::arrow_compat::{client_schema, conform_batch};
+use crate::auth::{Authenticator, Identity};
+use crate::config::{AuthConfig, TlsConfig};
 use crate::error::{ErrorKind, FloeError};
 use crate::sql::ingest::{IfExists, IfMissing, IngestTarget};
-use crate::sql::{Engine, Outcome, StatementKind};
+use crate::sql::{Caller, Engine, Outcome, StatementKind};
+use prepared::PreparedStatements;
 use results::{Cancelled, PendingResults};
+use session::Sessions;
 
 /// The Flight action that cancels the statements of a FlightInfo.
 const CANCEL_FLIGHT_INFO: &str = "CancelFlightInfo";
 
 pub struct FloeFlightService {
     engine: Arc<Engine>,
+    authenticator: Arc<Authenticator>,
     pending: PendingResults,
+    prepared: PreparedStatements,
+    sessions: Sessions,
     sql_info: SqlInfoData,
+    /// SqlInfo for users who may not change anything.
+    read_only_sql_info: SqlInfoData,
     xdbc_type_info: XdbcTypeInfoData,
 }
 
 impl FloeFlightService {
-    pub fn new(engine: Arc<Engine>) -> Result<Self, FloeError> {
+    pub fn new(engine: Arc<Engine>, authenticator: Arc<Authenticator>) -> Result<Self, FloeError> {
         Ok(Self {
             engine,
+            authenticator,
             pending: PendingResults::default(),
-            sql_info: sql_info::sql_info()?,
+            prepared: PreparedStatements::default(),
+            sessions: Sessions::default(),
+            sql_info: sql_info::sql_info(false)?,
+            read_only_sql_info: sql_info::sql_info(true)?,
             xdbc_type_info: metadata::xdbc_type_info()?,
+        })
+    }
+
+    /// Who makes the call (the authentication layer put it in the request).
+    fn identity<'a, T>(&self, request: &'a Request<T>) -> Result<&'a Identity, Status> {
+        request
+            .extensions()
+            .get::<Identity>()
+            .ok_or_else(|| Status::unauthenticated("the call was not authenticated"))
+    }
+
+    /// Who makes the call, in their session's schema.
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+        let identity = self.identity(request)?;
+        Ok(Caller {
+            access: identity.access.clone(),
+            schema: self.sessions.schema(identity),
         })
     }
 
     /// Runs (DDL, INSERT) or plans (queries) a statement and describes its result.
     async fn flight_info(
         &self,
+        caller: &Caller,
         sql: &str,
         params: &[ScalarValue],
         descriptor: FlightDescriptor,
     ) -> Result<FlightInfo, Status> {
-        let outcome = self.engine.execute(sql, params).await.map_err(status)?;
+        let outcome = self
+            .engine
+            .execute(caller, sql, params)
+            .await
+            .map_err(status)?;
         let schema = match &outcome {
             Outcome::Query(query) => client_schema(&query.schema()),
             Outcome::Done { rows, .. } => rows.schema(),
@@ -115,8 +153,13 @@ impl FloeFlightService {
     }
 
     /// Runs a statement sent as an update; returns the affected row count.
-    async fn update(&self, sql: &str, params: &[ScalarValue]) -> Result<i64, Status> {
-        let outcome = self.engine.execute(sql, params).await;
+    async fn update(
+        &self,
+        caller: &Caller,
+        sql: &str,
+        params: &[ScalarValue],
+    ) -> Result<i64, Status> {
+        let outcome = self.engine.execute(caller, sql, params).await;
         outcome.and_then(Outcome::affected).map_err(status)
     }
 }
@@ -134,6 +177,8 @@ pub fn status(e: FloeError) -> Status {
         ErrorKind::Aborted => Status::aborted(message),
         ErrorKind::ResourceExhausted => Status::resource_exhausted(message),
         ErrorKind::Unavailable => Status::unavailable(message),
+        ErrorKind::Unauthenticated => Status::unauthenticated(message),
+        ErrorKind::PermissionDenied => Status::permission_denied(message),
         ErrorKind::Internal => Status::internal(message),
     }
 }
@@ -154,20 +199,20 @@ impl FlightSqlService for FloeFlightService {
 
     async fn do_handshake(
         &self,
-        _request: Request<Streaming<HandshakeRequest>>,
+        request: Request<Streaming<HandshakeRequest>>,
     ) -> Result<Response<BoxStream<HandshakeResponse>>, Status> {
-        // Authentication is not configured: any credentials are accepted.
-        let token = "anonymous";
+        let authorization = request
+            .metadata()
+            .get("authorization")
+            .and_then(|value| value.to_str().ok());
+        let login = self.authenticator.login(authorization).map_err(status)?;
         let reply = HandshakeResponse {
             protocol_version: 0,
-            payload: token.as_bytes().to_vec().into(),
+            payload: login.token.clone().into_bytes().into(),
         };
         let mut response: Response<BoxStream<HandshakeResponse>> =
             Response::new(Box::pin(futures::stream::iter([Ok(reply)])));
-        response.metadata_mut().insert(
-            "authorization",
-            MetadataValue::from_static("Bearer anonymous"),
-        );
+        set_bearer(&mut response, &login.token)?;
         Ok(response)
     }
 
@@ -176,8 +221,9 @@ impl FlightSqlService for FloeFlightService {
         query: CommandStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
+        let caller = self.caller(&request)?;
         let info = self
-            .flight_info(&query.query, &[], request.into_inner())
+            .flight_info(&caller, &query.query, &[], request.into_inner())
             .await?;
         Ok(Response::new(info))
     }
@@ -187,7 +233,10 @@ impl FlightSqlService for FloeFlightService {
         query: CommandPreparedStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let handle = prepared::decode(&query.prepared_statement_handle)?;
+        let caller = self.caller(&request)?;
+        let handle = self
+            .prepared
+            .get(&query.prepared_statement_handle, caller.access.user())?;
         let params = match prepared::rows(handle.parameters.as_ref())?.as_slice() {
             [] => Vec::new(),
             [row] => row.clone(),
@@ -199,7 +248,7 @@ impl FlightSqlService for FloeFlightService {
             }
         };
         let info = self
-            .flight_info(&handle.sql, &params, request.into_inner())
+            .flight_info(&caller, &handle.sql, &params, request.into_inner())
             .await?;
         Ok(Response::new(info))
     }
@@ -253,9 +302,10 @@ impl FlightSqlService for FloeFlightService {
     async fn do_put_statement_update(
         &self,
         command: CommandStatementUpdate,
-        _request: Request<PeekableFlightDataStream>,
+        request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        self.update(&command.query, &[]).await
+        let caller = self.caller(&request)?;
+        self.update(&caller, &command.query, &[]).await
     }
 
     async fn do_put_prepared_statement_update(
@@ -263,15 +313,18 @@ impl FlightSqlService for FloeFlightService {
         command: CommandPreparedStatementUpdate,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        let handle = prepared::decode(&command.prepared_statement_handle)?;
-        // executemany sends its rows here; a bound handle carries them otherwise.
+        let caller = self.caller(&request)?;
+        let handle = self
+            .prepared
+            .get(&command.prepared_statement_handle, caller.access.user())?;
+        // executemany sends its rows here; bound parameters apply otherwise.
         let sent = prepared::read_parameters(request.into_inner()).await?;
         let rows = prepared::rows(sent.as_ref().or(handle.parameters.as_ref()))?;
         if rows.is_empty() {
-            return self.update(&handle.sql, &[]).await;
+            return self.update(&caller, &handle.sql, &[]).await;
         }
         self.engine
-            .execute_many(&handle.sql, &rows)
+            .execute_many(&caller, &handle.sql, &rows)
             .await
             .map_err(status)
     }
@@ -289,6 +342,7 @@ impl FlightSqlService for FloeFlightService {
         if command.transaction_id.is_some() {
             return Err(Status::unimplemented("Floe has no transactions"));
         }
+        let caller = self.caller(&request)?;
         let options = command.table_definition_options.unwrap_or_default();
         let if_missing = match TableNotExistOption::try_from(options.if_not_exist) {
             Ok(TableNotExistOption::Create) => IfMissing::Create,
@@ -308,7 +362,7 @@ impl FlightSqlService for FloeFlightService {
             table: command.table,
         };
         self.engine
-            .ingest(target, if_missing, if_exists, upload)
+            .ingest(&caller, target, if_missing, if_exists, upload)
             .await
             .map_err(status)
     }
@@ -318,21 +372,29 @@ impl FlightSqlService for FloeFlightService {
         query: CommandPreparedStatementQuery,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<DoPutPreparedStatementResult, Status> {
-        let handle = prepared::decode(&query.prepared_statement_handle)?;
+        let caller = self.caller(&request)?;
+        let handle = query.prepared_statement_handle;
         let parameters = prepared::read_parameters(request.into_inner()).await?;
+        self.prepared
+            .bind(&handle, caller.access.user(), parameters)?;
         Ok(DoPutPreparedStatementResult {
-            prepared_statement_handle: Some(prepared::encode(&handle.sql, parameters.as_ref())?),
+            prepared_statement_handle: Some(handle),
         })
     }
 
     async fn do_action_create_prepared_statement(
         &self,
         query: ActionCreatePreparedStatementRequest,
-        _request: Request<arrow_flight::Action>,
+        request: Request<arrow_flight::Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
+        let caller = self.caller(&request)?;
         // Queries report their result schema; DDL and DML an empty one, which tells
         // JDBC-style clients to send them as updates.
-        let prepared = self.engine.prepare(&query.query).await.map_err(status)?;
+        let prepared = self
+            .engine
+            .prepare(&caller, &query.query)
+            .await
+            .map_err(status)?;
         let dataset_schema = match prepared.kind {
             StatementKind::Query(schema) => schema_bytes(&client_schema(&schema))?,
             StatementKind::Update => Default::default(),
@@ -342,7 +404,7 @@ impl FlightSqlService for FloeFlightService {
             false => schema_bytes(&prepared.parameters)?,
         };
         Ok(ActionCreatePreparedStatementResult {
-            prepared_statement_handle: prepared::encode(&query.query, None)?,
+            prepared_statement_handle: self.prepared.create(caller.access.user(), &query.query)?,
             dataset_schema,
             parameter_schema,
         })
@@ -350,10 +412,12 @@ impl FlightSqlService for FloeFlightService {
 
     async fn do_action_close_prepared_statement(
         &self,
-        _query: ActionClosePreparedStatementRequest,
-        _request: Request<arrow_flight::Action>,
+        query: ActionClosePreparedStatementRequest,
+        request: Request<arrow_flight::Action>,
     ) -> Result<(), Status> {
-        Ok(())
+        let caller = self.caller(&request)?;
+        self.prepared
+            .close(&query.prepared_statement_handle, caller.access.user())
     }
 
     async fn do_action_fallback(
@@ -363,13 +427,18 @@ impl FlightSqlService for FloeFlightService {
         Response<<Self as arrow_flight::flight_service_server::FlightService>::DoActionStream>,
         Status,
     > {
-        let action = request.into_inner();
-        if action.r#type != CANCEL_FLIGHT_INFO {
-            return Err(Status::unimplemented(format!(
-                "action {} is not supported",
-                action.r#type
-            )));
+        match request.get_ref().r#type.as_str() {
+            CANCEL_FLIGHT_INFO => {}
+            session::SET_SESSION_OPTIONS => return self.set_session_options(request).await,
+            session::GET_SESSION_OPTIONS => return self.get_session_options(request),
+            session::CLOSE_SESSION => return self.close_session(request),
+            other => {
+                return Err(Status::unimplemented(format!(
+                    "action {other} is not supported"
+                )));
+            }
         }
+        let action = request.into_inner();
         // A Flight action: its body is the request itself, not an `Any`.
         let request = CancelFlightInfoRequest::decode(action.body)
             .map_err(|e| Status::invalid_argument(format!("{CANCEL_FLIGHT_INFO}: {e}")))?;
@@ -380,8 +449,7 @@ impl FlightSqlService for FloeFlightService {
         let result = CancelFlightInfoResult {
             status: status as i32,
         };
-        let body = arrow_flight::Result::new(result.encode_to_vec());
-        Ok(Response::new(Box::pin(futures::stream::iter([Ok(body)]))))
+        Ok(action_result(result.encode_to_vec()))
     }
 
     async fn do_action_cancel_query(
@@ -413,10 +481,15 @@ impl FlightSqlService for FloeFlightService {
     async fn do_get_sql_info(
         &self,
         query: CommandGetSqlInfo,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
+        let caller = self.caller(&request)?;
+        let info = match caller.access.can_write_somewhere() {
+            true => &self.sql_info,
+            false => &self.read_only_sql_info,
+        };
         let batch = query
-            .into_builder(&self.sql_info)
+            .into_builder(info)
             .build()
             .map_err(|e| Status::internal(e.to_string()))?;
         Ok(one_batch(batch))
@@ -453,9 +526,10 @@ impl FlightSqlService for FloeFlightService {
     async fn do_get_schemas(
         &self,
         query: CommandGetDbSchemas,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        let batch = metadata::db_schemas(&self.engine, query).await;
+        let caller = self.caller(&request)?;
+        let batch = metadata::db_schemas(&self.engine, &caller, query).await;
         Ok(one_batch(batch.map_err(status)?))
     }
 
@@ -472,9 +546,10 @@ impl FlightSqlService for FloeFlightService {
     async fn do_get_tables(
         &self,
         query: CommandGetTables,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        let batch = metadata::tables(&self.engine, query).await;
+        let caller = self.caller(&request)?;
+        let batch = metadata::tables(&self.engine, &caller, query).await;
         Ok(one_batch(batch.map_err(status)?))
     }
 
@@ -629,6 +704,23 @@ fn listing_info(
         .with_descriptor(request.into_inner()))
 }
 
+type DoActionStream =
+    <FloeFlightService as arrow_flight::flight_service_server::FlightService>::DoActionStream;
+
+/// A DoAction answer of one result.
+fn action_result(body: Vec<u8>) -> Response<DoActionStream> {
+    let body = arrow_flight::Result::new(body);
+    Response::new(Box::pin(futures::stream::iter([Ok(body)])))
+}
+
+/// Hands the client a bearer token to send from now on.
+fn set_bearer<T>(response: &mut Response<T>, token: &str) -> Result<(), Status> {
+    let value = MetadataValue::try_from(format!("Bearer {token}"))
+        .map_err(|_| Status::internal("a token that is not a header value"))?;
+    response.metadata_mut().insert("authorization", value);
+    Ok(())
+}
+
 fn one_batch(batch: RecordBatch) -> Response<DoGetStream> {
     let encoded = FlightDataEncoderBuilder::new()
         .with_schema(batch.schema())
@@ -649,19 +741,36 @@ fn flight_error_status(e: FlightError) -> Status {
 }
 
 /// Serves Flight SQL on `addr` until `shutdown` completes; in-flight calls finish first.
+/// Calls are authenticated as `auth` says (`None`: everyone is the anonymous user).
 pub async fn serve(
     engine: Arc<Engine>,
     addr: SocketAddr,
+    auth: Option<&AuthConfig>,
+    tls: Option<&TlsConfig>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), FloeError> {
-    let service = FlightServiceServer::new(FloeFlightService::new(engine)?)
+    let authenticator = Arc::new(Authenticator::new(auth)?);
+    let service = FlightServiceServer::new(FloeFlightService::new(engine, authenticator.clone())?)
         .max_decoding_message_size(64 * 1024 * 1024)
         .max_encoding_message_size(64 * 1024 * 1024);
+    let service = auth::Authenticated::new(service, authenticator);
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder
+            .tls_config(server_tls(tls)?)
+            .map_err(|e| FloeError::invalid(format!("tls: {e}")))?;
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| FloeError::invalid(format!("flight_addr: cannot listen on {addr}: {e}")))?;
-    tracing::info!("Flight SQL listening on grpc://{addr}");
-    println!("Floe is serving Flight SQL on grpc://{addr}");
+    let scheme = if tls.is_some() { "grpc+tls" } else { "grpc" };
+    let users = auth.map_or(0, |auth| auth.users.len());
+    tracing::info!(
+        authentication = auth.is_some(),
+        users,
+        "Flight SQL listening on {scheme}://{addr}"
+    );
+    println!("Floe is serving Flight SQL on {scheme}://{addr}");
     let stopping = Arc::new(tokio::sync::Notify::new());
     let signal = {
         let stopping = stopping.clone();
@@ -670,13 +779,11 @@ pub async fn serve(
             stopping.notify_one();
         }
     };
-    let server = tonic::transport::Server::builder()
-        .add_service(service)
-        .serve_with_incoming_shutdown(
-            // Without TCP_NODELAY every small response waits out a delayed ACK (~40 ms).
-            TcpIncoming::from(listener).with_nodelay(Some(true)),
-            signal,
-        );
+    let server = builder.add_service(service).serve_with_incoming_shutdown(
+        // Without TCP_NODELAY every small response waits out a delayed ACK (~40 ms).
+        TcpIncoming::from(listener).with_nodelay(Some(true)),
+        signal,
+    );
     // In-flight calls get a grace period after the signal, not forever.
     let grace = async {
         stopping.notified().await;
@@ -689,6 +796,27 @@ pub async fn serve(
             Ok(())
         }
     }
+}
+
+/// The listener's certificate and, for mutual TLS, the authority client certificates
+/// must be signed by.
+fn server_tls(tls: &TlsConfig) -> Result<tonic::transport::ServerTlsConfig, FloeError> {
+    let read = |what: &str, path: &std::path::Path| {
+        std::fs::read(path)
+            .map_err(|e| FloeError::invalid(format!("{what}: cannot read {}: {e}", path.display())))
+    };
+    let identity = tonic::transport::Identity::from_pem(
+        read("tls_cert", &tls.cert)?,
+        read("tls_key", &tls.key)?,
+    );
+    let mut config = tonic::transport::ServerTlsConfig::new().identity(identity);
+    if let Some(ca) = &tls.client_ca {
+        config = config.client_ca_root(tonic::transport::Certificate::from_pem(read(
+            "tls_client_ca",
+            ca,
+        )?));
+    }
+    Ok(config)
 }
 
 /// How long in-flight statements may run on after SIGINT/SIGTERM.

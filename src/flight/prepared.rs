@@ -1,68 +1,95 @@
-//! Prepared statement handles. A handle carries the statement's SQL and, once a
-//! client has bound parameters (DoPut), their values: the server keeps nothing between
-//! calls, and DoPut answers with the new handle, as the spec allows.
+//! Prepared statements: the server keeps each one's SQL and bound parameters under a
+//! random handle, for the user who prepared it, until it is closed or has been idle for
+//! [`IDLE`].
+
+use std::time::Duration;
 
 use arrow_flight::sql::server::PeekableFlightDataStream;
 use bytes::Bytes;
 use datafusion::arrow::compute::concat_batches;
-use datafusion::arrow::ipc::reader::StreamReader;
-use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
 use tonic::Status;
 
+use super::store::Store;
 use super::upload::read_batches;
 
-/// Marks a handle with bound parameters; a plain handle is the SQL text itself.
-const WITH_PARAMETERS: &[u8] = b"floe-prepared-1\n";
+/// A prepared statement unused this long is forgotten.
+pub const IDLE: Duration = Duration::from_secs(3600);
+/// At most this many prepared statements are kept (all users together).
+pub const CAPACITY: usize = 10_000;
 
+#[derive(Clone)]
 pub struct Handle {
     pub sql: String,
     /// Bound parameter rows, one column per parameter.
     pub parameters: Option<RecordBatch>,
 }
 
-pub fn encode(sql: &str, parameters: Option<&RecordBatch>) -> Result<Bytes, Status> {
-    let Some(parameters) = parameters else {
-        return Ok(Bytes::copy_from_slice(sql.as_bytes()));
-    };
-    let mut handle = WITH_PARAMETERS.to_vec();
-    handle.extend_from_slice(&(sql.len() as u64).to_le_bytes());
-    handle.extend_from_slice(sql.as_bytes());
-    let ipc = (|| {
-        let mut writer = StreamWriter::try_new(Vec::new(), &parameters.schema())?;
-        writer.write(parameters)?;
-        writer.finish()?;
-        writer.into_inner()
-    })()
-    .map_err(|e| Status::internal(format!("encoding bound parameters: {e}")))?;
-    handle.extend_from_slice(&ipc);
-    Ok(handle.into())
+pub struct PreparedStatements(Store<Handle>);
+
+impl Default for PreparedStatements {
+    fn default() -> Self {
+        Self::new(IDLE, CAPACITY)
+    }
 }
 
-pub fn decode(handle: &[u8]) -> Result<Handle, Status> {
-    let invalid = || Status::invalid_argument("prepared statement handle is not valid");
-    let Some(rest) = handle.strip_prefix(WITH_PARAMETERS) else {
-        let sql = std::str::from_utf8(handle).map_err(|_| invalid())?;
-        return Ok(Handle {
+impl PreparedStatements {
+    pub fn new(idle: Duration, capacity: usize) -> Self {
+        Self(Store::new("prepared statements", idle, capacity))
+    }
+
+    /// Keeps `sql` for `owner`; returns its handle.
+    pub fn create(&self, owner: &str, sql: &str) -> Result<Bytes, Status> {
+        let key = uuid::Uuid::new_v4().simple().to_string();
+        let handle = Handle {
             sql: sql.to_string(),
             parameters: None,
-        });
-    };
-    let (length, rest) = rest.split_first_chunk::<8>().ok_or_else(invalid)?;
-    let length = usize::try_from(u64::from_le_bytes(*length)).map_err(|_| invalid())?;
-    let sql = rest.get(..length).ok_or_else(invalid)?;
-    let sql = std::str::from_utf8(sql).map_err(|_| invalid())?.to_string();
-    let reader = StreamReader::try_new(&rest[length..], None).map_err(|_| invalid())?;
-    let schema = reader.schema();
-    let batches = reader
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| invalid())?;
-    let parameters = concat_batches(&schema, &batches).map_err(|_| invalid())?;
-    Ok(Handle {
-        sql,
-        parameters: Some(parameters),
-    })
+        };
+        self.0
+            .insert(key.clone(), owner, handle)
+            .map_err(super::status)?;
+        Ok(Bytes::from(key))
+    }
+
+    /// The statement under `handle`, if `owner` prepared it and it is still kept.
+    pub fn get(&self, handle: &[u8], owner: &str) -> Result<Handle, Status> {
+        self.0
+            .with(key(handle)?, owner, |statement| statement.clone())
+            .ok_or_else(not_found)
+    }
+
+    /// Binds parameter rows (`None`: unbinds).
+    pub fn bind(
+        &self,
+        handle: &[u8],
+        owner: &str,
+        parameters: Option<RecordBatch>,
+    ) -> Result<(), Status> {
+        self.0
+            .with(key(handle)?, owner, |statement| {
+                statement.parameters = parameters
+            })
+            .ok_or_else(not_found)
+    }
+
+    pub fn close(&self, handle: &[u8], owner: &str) -> Result<(), Status> {
+        match self.0.remove(key(handle)?, owner) {
+            true => Ok(()),
+            false => Err(not_found()),
+        }
+    }
+}
+
+fn key(handle: &[u8]) -> Result<&str, Status> {
+    std::str::from_utf8(handle).map_err(|_| not_found())
+}
+
+fn not_found() -> Status {
+    Status::not_found(
+        "prepared statement not found: it was closed, was idle too long, or belongs to \
+         another user; prepare it again",
+    )
 }
 
 /// The parameter rows a client sent with DoPut (none if it sent no rows).

@@ -15,9 +15,10 @@ use datafusion::sql::sqlparser::keywords::ALL_KEYWORDS;
 
 use crate::error::{FloeError, Result};
 
-pub fn sql_info() -> Result<SqlInfoData> {
+/// The answers for a user who may change tables (`read_only` false) or not.
+pub fn sql_info(read_only: bool) -> Result<SqlInfoData> {
     let mut info = SqlInfoDataBuilder::new();
-    server_info(&mut info);
+    server_info(&mut info, read_only);
     syntax_info(&mut info);
     limits(&mut info);
     transactions_and_cursors(&mut info);
@@ -25,12 +26,12 @@ pub fn sql_info() -> Result<SqlInfoData> {
         .map_err(|e| FloeError::internal(format!("building SqlInfo: {e}")))
 }
 
-fn server_info(info: &mut SqlInfoDataBuilder) {
+fn server_info(info: &mut SqlInfoDataBuilder, read_only: bool) {
     use SqlInfo::*;
     info.append(FlightSqlServerName, "Floe");
     info.append(FlightSqlServerVersion, env!("CARGO_PKG_VERSION"));
     info.append(FlightSqlServerArrowVersion, "58");
-    info.append(FlightSqlServerReadOnly, false);
+    info.append(FlightSqlServerReadOnly, read_only);
     info.append(FlightSqlServerSql, true);
     info.append(FlightSqlServerSubstrait, false);
     info.append(
@@ -40,8 +41,11 @@ fn server_info(info: &mut SqlInfoDataBuilder) {
     info.append(FlightSqlServerCancel, true);
     info.append(FlightSqlServerBulkIngestion, true);
     info.append(FlightSqlServerIngestTransactionsSupported, false);
-    // No timeout: prepared statement handles carry their SQL and never expire.
-    info.append(FlightSqlServerStatementTimeout, 0i32);
+    // Milliseconds an idle prepared statement handle is kept.
+    info.append(
+        FlightSqlServerStatementTimeout,
+        super::prepared::IDLE.as_millis() as i32,
+    );
     info.append(FlightSqlServerTransactionTimeout, 0i32);
 }
 

@@ -17,6 +17,7 @@ use iceberg::spec::{
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
 
 use super::dialect::partition_fields;
+use crate::auth::Access;
 use crate::error::{FloeError, Result};
 use crate::table::write::check_write_properties;
 
@@ -24,6 +25,8 @@ use crate::table::write::check_write_properties;
 pub struct Names<'a> {
     pub catalog_name: &'a str,
     pub default_namespace: &'a str,
+    /// DDL changes namespaces: the caller needs a write grant on each it names.
+    pub access: &'a Access,
 }
 
 /// Unquoted identifiers are case-insensitive (lower-cased), as in DataFusion.
@@ -46,7 +49,23 @@ fn parts(name: &ObjectName) -> Result<Vec<String>> {
 }
 
 impl Names<'_> {
+    /// The namespace a DDL statement changes (the caller must be allowed to).
     pub fn namespace(&self, name: &ObjectName) -> Result<NamespaceIdent> {
+        let namespace = self.resolve_namespace(name)?;
+        self.access.check_write(&namespace.to_url_string())?;
+        Ok(namespace)
+    }
+
+    /// The table a DDL statement changes (the caller must be allowed to change its
+    /// namespace).
+    pub fn table(&self, name: &ObjectName) -> Result<TableIdent> {
+        let table = self.resolve_table(name)?;
+        self.access
+            .check_write(&table.namespace().to_url_string())?;
+        Ok(table)
+    }
+
+    fn resolve_namespace(&self, name: &ObjectName) -> Result<NamespaceIdent> {
         match parts(name)?.as_slice() {
             [ns] => Ok(NamespaceIdent::new(ns.clone())),
             [catalog, ns] if catalog == self.catalog_name => Ok(NamespaceIdent::new(ns.clone())),
@@ -57,7 +76,7 @@ impl Names<'_> {
         }
     }
 
-    pub fn table(&self, name: &ObjectName) -> Result<TableIdent> {
+    fn resolve_table(&self, name: &ObjectName) -> Result<TableIdent> {
         let ident = |ns: &str, t: &str| TableIdent::new(NamespaceIdent::new(ns.into()), t.into());
         match parts(name)?.as_slice() {
             [t] => Ok(ident(self.default_namespace, t)),
@@ -107,8 +126,12 @@ pub async fn drop_schemas(
     if_exists: bool,
     cascade: bool,
 ) -> Result<()> {
-    for name in schemas {
-        let namespace = names.namespace(name)?;
+    // Every name is checked before anything is dropped.
+    let namespaces = schemas
+        .iter()
+        .map(|name| names.namespace(name))
+        .collect::<Result<Vec<_>>>()?;
+    for namespace in namespaces {
         if !catalog.namespace_exists(&namespace).await? {
             if if_exists {
                 continue;
@@ -140,8 +163,12 @@ pub async fn drop_tables(
     tables: &[ObjectName],
     if_exists: bool,
 ) -> Result<()> {
-    for name in tables {
-        let ident = names.table(name)?;
+    // Every name is checked before anything is dropped.
+    let idents = tables
+        .iter()
+        .map(|name| names.table(name))
+        .collect::<Result<Vec<_>>>()?;
+    for ident in idents {
         let exists = catalog.namespace_exists(ident.namespace()).await?
             && catalog.table_exists(&ident).await?;
         if !exists {

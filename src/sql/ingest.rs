@@ -22,8 +22,8 @@ use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableCreation, TableIdent};
 use tokio_util::sync::CancellationToken;
 
-use super::Engine;
-use super::resolve::resolve_tables;
+use super::resolve::{Use, resolve_tables};
+use super::{Caller, Engine};
 use crate::catalog::StorageSpec;
 use crate::error::{ErrorKind, FloeError, Result};
 use crate::table::replace::replacement;
@@ -65,6 +65,7 @@ impl Engine {
     /// went away), nothing is committed and nothing it staged is left.
     pub async fn ingest(
         &self,
+        caller: &Caller,
         target: IngestTarget,
         if_missing: IfMissing,
         if_exists: IfExists,
@@ -77,9 +78,10 @@ impl Engine {
         let client_gone = CancellationToken::new();
         let _guard = client_gone.clone().drop_guard();
         let engine = self.clone();
+        let caller = caller.clone();
         tokio::spawn(async move {
             engine
-                .run_ingest(target, if_missing, if_exists, upload, client_gone)
+                .run_ingest(&caller, target, if_missing, if_exists, upload, client_gone)
                 .await
                 .inspect_err(|e| tracing::info!(target: "floe::ingest", "ingest failed: {e}"))
         })
@@ -89,6 +91,7 @@ impl Engine {
 
     async fn run_ingest(
         &self,
+        caller: &Caller,
         target: IngestTarget,
         if_missing: IfMissing,
         if_exists: IfExists,
@@ -105,9 +108,8 @@ impl Engine {
                 "catalog '{catalog}' not found"
             )));
         }
-        let namespace = target
-            .schema
-            .unwrap_or_else(|| crate::catalog::DEFAULT_NAMESPACE.to_string());
+        let namespace = target.schema.unwrap_or_else(|| caller.schema.clone());
+        caller.access.check_write(&namespace)?;
         let ident = TableIdent::new(NamespaceIdent::new(namespace.clone()), target.table.clone());
         if !self.catalog.namespace_exists(ident.namespace()).await? {
             return Err(FloeError::not_found(format!(
@@ -140,22 +142,19 @@ impl Engine {
         let resolution = resolve_tables(
             &self.iceberg_catalog(),
             &self.catalog_name,
-            crate::catalog::DEFAULT_NAMESPACE,
-            std::slice::from_ref(&reference),
+            caller,
+            &[(reference.clone(), Use::Write)],
             false,
         )
         .await?;
         let mut provider = resolution
             .catalog
-            .provider(&reference, crate::catalog::DEFAULT_NAMESPACE)
+            .provider(&reference, &namespace)
             .ok_or_else(|| FloeError::internal(format!("table '{ident}' was not resolved")))?;
         let how = if replace {
             self.catalog.check_commit_changes()?;
             let (staged, overwrite) = replacement(provider.table(), &schema)?;
-            provider =
-                resolution
-                    .catalog
-                    .stage(&reference, crate::catalog::DEFAULT_NAMESPACE, staged)?;
+            provider = resolution.catalog.stage(&reference, &namespace, staged)?;
             WriteCommit::Overwrite(overwrite)
         } else {
             WriteCommit::Append
@@ -200,7 +199,7 @@ impl Engine {
             else {
                 return Err(FloeError::internal("an ingest plan is an INSERT"));
             };
-            let ctx = self.cluster.statement_context().await?;
+            let ctx = self.cluster.statement_context(&namespace).await?;
             ctx.register_catalog(&self.catalog_name, resolution.catalog.clone());
             let may_commit = || match client_gone.is_cancelled() {
                 true => Err(cancelled_upload()),

@@ -5,7 +5,7 @@
 use datafusion::arrow::datatypes::SchemaRef;
 use iceberg::{NamespaceIdent, TableIdent};
 
-use super::Engine;
+use super::{Caller, Engine};
 use crate::arrow_compat::client_schema;
 use crate::error::Result;
 use crate::table::plan_schema;
@@ -28,18 +28,31 @@ impl Engine {
         &self.catalog_name
     }
 
-    /// The schema (namespace) names matching a LIKE `pattern`, sorted.
-    pub async fn schema_names(&self, pattern: Option<&str>) -> Result<Vec<String>> {
+    /// The schema (namespace) names matching a LIKE `pattern` that `caller` may read,
+    /// sorted.
+    pub async fn schema_names(
+        &self,
+        caller: &Caller,
+        pattern: Option<&str>,
+    ) -> Result<Vec<String>> {
         let mut names: Vec<String> = self
             .catalog
             .list_namespaces(None)
             .await?
             .iter()
             .map(NamespaceIdent::to_url_string)
+            .filter(|name| caller.access.can_read(name))
             .filter(|name| pattern.is_none_or(|p| like_matches(p, name)))
             .collect();
         names.sort();
         Ok(names)
+    }
+
+    pub async fn schema_exists(&self, name: &str) -> Result<bool> {
+        Ok(self
+            .catalog
+            .namespace_exists(&NamespaceIdent::new(name.to_string()))
+            .await?)
     }
 
     /// The tables whose schema and name match the LIKE patterns, sorted; with their
@@ -47,12 +60,13 @@ impl Engine {
     /// logged): one broken table must not hide the others from a client's browser.
     pub async fn tables(
         &self,
+        caller: &Caller,
         schema_pattern: Option<&str>,
         table_pattern: Option<&str>,
         with_columns: bool,
     ) -> Result<Vec<TableInfo>> {
         let mut tables = Vec::new();
-        for schema_name in self.schema_names(schema_pattern).await? {
+        for schema_name in self.schema_names(caller, schema_pattern).await? {
             let namespace = NamespaceIdent::new(schema_name.clone());
             let mut idents = self.catalog.list_tables(&namespace).await?;
             idents.retain(|t| table_pattern.is_none_or(|p| like_matches(p, t.name())));

@@ -30,6 +30,7 @@ use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
 use futures::TryStreamExt;
 use iceberg::Catalog;
 
+use crate::auth::Access;
 use crate::catalog::DEFAULT_NAMESPACE;
 use crate::catalog::commit::FloeCatalog;
 use crate::cluster::{Cluster, fetch_results};
@@ -48,6 +49,24 @@ pub struct Engine {
     catalog_name: String,
     cluster: Cluster,
     statement_timeout: Option<Duration>,
+}
+
+/// Who runs a statement: what they may read and change, and the schema their
+/// unqualified table names mean (their session's, `default` unless they chose one).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub access: Arc<Access>,
+    pub schema: String,
+}
+
+impl Caller {
+    /// Every grant, in the default schema: callers when authentication is off.
+    pub fn unrestricted() -> Self {
+        Self {
+            access: Arc::new(Access::unrestricted()),
+            schema: DEFAULT_NAMESPACE.to_string(),
+        }
+    }
 }
 
 /// A statement ready to produce rows.
@@ -144,16 +163,17 @@ impl Engine {
         result.map_err(|e| planning_failure(ctx, plan, catalog, e))
     }
 
-    fn names(&self) -> Names<'_> {
+    fn names<'a>(&'a self, caller: &'a Caller) -> Names<'a> {
         Names {
             catalog_name: &self.catalog_name,
-            default_namespace: DEFAULT_NAMESPACE,
+            default_namespace: &caller.schema,
+            access: &caller.access,
         }
     }
 
     /// Classifies a statement without running it (queries are planned for their
     /// schema), and names the types of its parameters (`$1`, `?`).
-    pub async fn prepare(&self, sql: &str) -> Result<Prepared> {
+    pub async fn prepare(&self, caller: &Caller, sql: &str) -> Result<Prepared> {
         let statement = parse(sql)?;
         if as_ddl(&statement).is_some() {
             return Ok(Prepared {
@@ -161,7 +181,7 @@ impl Engine {
                 parameters: Arc::new(Schema::empty()),
             });
         }
-        let (_, planned, parameters) = self.plan(statement, &[]).await?;
+        let (_, planned, parameters) = self.plan(caller, statement, &[]).await?;
         let kind = match planned {
             Planned::Query(query) => StatementKind::Query(query.schema()),
             Planned::Insert(..) => StatementKind::Update,
@@ -171,23 +191,36 @@ impl Engine {
 
     /// Runs DDL and INSERT to completion; plans queries (run them with
     /// [`Self::run_query`]). `params` are the values of `$1`, `$2`, … (or `?`).
-    pub async fn execute(&self, sql: &str, params: &[ScalarValue]) -> Result<Outcome> {
-        self.execute_statement(parse(sql)?, params).await
+    pub async fn execute(
+        &self,
+        caller: &Caller,
+        sql: &str,
+        params: &[ScalarValue],
+    ) -> Result<Outcome> {
+        self.execute_statement(caller, parse(sql)?, params).await
     }
 
     /// Runs an update once per parameter row (`executemany`); returns the rows affected
     /// in all. `INSERT … VALUES (…)` takes every row in one statement: one job, one
     /// commit, one snapshot.
-    pub async fn execute_many(&self, sql: &str, rows: &[Vec<ScalarValue>]) -> Result<i64> {
+    pub async fn execute_many(
+        &self,
+        caller: &Caller,
+        sql: &str,
+        rows: &[Vec<ScalarValue>],
+    ) -> Result<i64> {
         let mut statement = parse(sql)?;
         params::number_placeholders(&mut statement);
         if let Some(params) = params::expand_insert_values(&mut statement, rows) {
-            return self.execute_statement(statement, &params).await?.affected();
+            return self
+                .execute_statement(caller, statement, &params)
+                .await?
+                .affected();
         }
         let mut affected = 0;
         for row in rows {
             affected += self
-                .execute_statement(statement.clone(), row)
+                .execute_statement(caller, statement.clone(), row)
                 .await?
                 .affected()?;
         }
@@ -196,6 +229,7 @@ impl Engine {
 
     async fn execute_statement(
         &self,
+        caller: &Caller,
         statement: DfStatement,
         params: &[ScalarValue],
     ) -> Result<Outcome> {
@@ -203,13 +237,13 @@ impl Engine {
             if !params.is_empty() {
                 return Err(FloeError::invalid("DDL statements take no parameters"));
             }
-            self.execute_ddl(ddl).await?;
+            self.execute_ddl(caller, ddl).await?;
             return Ok(Outcome::Done {
                 rows: RecordBatch::new_empty(Arc::new(Schema::empty())),
                 affected: 0,
             });
         }
-        match self.plan(statement, params).await? {
+        match self.plan(caller, statement, params).await? {
             (_, Planned::Query(query), _) => Ok(Outcome::Query(query)),
             (catalog, Planned::Insert(ctx, dml), _) => {
                 // A write runs to its end (commit, or clean-up) even if the client goes
@@ -240,9 +274,9 @@ impl Engine {
         Ok(fetch_results(schema, locations))
     }
 
-    async fn execute_ddl(&self, ddl: &Statement) -> Result<()> {
+    async fn execute_ddl(&self, caller: &Caller, ddl: &Statement) -> Result<()> {
         let catalog = self.catalog.as_ref();
-        let names = self.names();
+        let names = self.names(caller);
         match ddl {
             Statement::CreateSchema {
                 schema_name,
@@ -272,25 +306,26 @@ impl Engine {
     /// Resolves the statement's tables and plans it on a fresh context.
     async fn plan(
         &self,
+        caller: &Caller,
         mut statement: DfStatement,
         params: &[ScalarValue],
     ) -> Result<(Arc<StatementCatalog>, Planned, SchemaRef)> {
         types::microsecond_timestamps(&mut statement);
         params::number_placeholders(&mut statement);
-        let ctx = self.cluster.statement_context().await?;
+        let ctx = self.cluster.statement_context(&caller.schema).await?;
         let Resolution {
             catalog,
             uses_information_schema,
         } = resolve(
             &self.iceberg_catalog(),
             &self.catalog_name,
-            DEFAULT_NAMESPACE,
+            caller,
             &statement,
             &ctx.state(),
         )
         .await?;
         ctx.register_catalog(&self.catalog_name, catalog.clone());
-        uuids::rewrite_statement(&mut statement, &catalog, DEFAULT_NAMESPACE)?;
+        uuids::rewrite_statement(&mut statement, &catalog, &caller.schema)?;
         let plan = ctx.state().statement_to_plan(statement).await?;
         let parameters = params::parameter_schema(&plan)?;
         let plan = match plan {
@@ -307,7 +342,12 @@ impl Engine {
         };
         let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
         let planned = match plan {
-            LogicalPlan::Dml(dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
+            LogicalPlan::Dml(mut dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
+                // Fully qualified: the write finds its table whatever the caller's schema.
+                dml.table_name = dml
+                    .table_name
+                    .resolve(&self.catalog_name, &caller.schema)
+                    .into();
                 Planned::Insert(ctx, dml)
             }
             LogicalPlan::Dml(dml) => {

@@ -13,8 +13,11 @@ use datafusion::error::Result as DfResult;
 use datafusion::execution::SessionState;
 use datafusion::sql::TableReference;
 use datafusion::sql::parser::Statement;
+use datafusion::sql::sqlparser::ast;
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
 
+use super::Caller;
+use super::ddl::normalize;
 use crate::error::{FloeError, Result};
 use crate::table::provider::IcebergTableProvider;
 
@@ -42,7 +45,7 @@ pub struct Resolution {
 pub async fn resolve(
     catalog: &Arc<dyn Catalog>,
     catalog_name: &str,
-    default_namespace: &str,
+    caller: &Caller,
     statement: &Statement,
     state: &SessionState,
 ) -> Result<Resolution> {
@@ -55,42 +58,70 @@ pub async fn resolve(
     let (info_schema, tables): (Vec<_>, Vec<_>) = references
         .into_iter()
         .partition(|r| r.schema() == Some(INFORMATION_SCHEMA));
-    let uses_information_schema = !info_schema.is_empty();
+    let target = insert_target(statement);
+    let tables: Vec<(TableReference, Use)> = tables
+        .into_iter()
+        .map(|reference| {
+            let is_target = target.as_ref().is_some_and(|t| {
+                t.table() == reference.table()
+                    && t.schema().unwrap_or(&caller.schema)
+                        == reference.schema().unwrap_or(&caller.schema)
+            });
+            let how = if is_target { Use::Write } else { Use::Read };
+            (reference, how)
+        })
+        .collect();
     resolve_tables(
         catalog,
         catalog_name,
-        default_namespace,
+        caller,
         &tables,
-        uses_information_schema,
+        !info_schema.is_empty(),
     )
     .await
 }
 
-/// Loads `tables` (and, for information_schema, lists every namespace's tables).
+/// What a statement does with a table: the caller needs the matching grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    Read,
+    Write,
+}
+
+/// Loads `tables` (and, for information_schema, lists every namespace's tables the
+/// caller may read). A table in a namespace the caller may not use that way is
+/// PERMISSION_DENIED before anything is loaded, whether it exists or not.
 pub async fn resolve_tables(
     catalog: &Arc<dyn Catalog>,
     catalog_name: &str,
-    default_namespace: &str,
-    tables: &[TableReference],
+    caller: &Caller,
+    tables: &[(TableReference, Use)],
     uses_information_schema: bool,
 ) -> Result<Resolution> {
+    let default_namespace = caller.schema.as_str();
     let mut namespaces: Vec<String> = if uses_information_schema {
         catalog
             .list_namespaces(None)
             .await?
             .iter()
             .map(|ns| ns.to_url_string())
+            .filter(|ns| caller.access.can_read(ns))
             .collect()
     } else {
         Vec::new()
     };
-    for reference in tables {
+    for (reference, how) in tables {
         if let Some(name) = reference.catalog()
             && name != catalog_name
         {
             return Err(FloeError::not_found(format!("catalog '{name}' not found")));
         }
-        namespaces.push(reference.schema().unwrap_or(default_namespace).to_string());
+        let namespace = reference.schema().unwrap_or(default_namespace);
+        match how {
+            Use::Read => caller.access.check_read(namespace)?,
+            Use::Write => caller.access.check_write(namespace)?,
+        }
+        namespaces.push(namespace.to_string());
     }
     namespaces.sort();
     namespaces.dedup();
@@ -101,7 +132,7 @@ pub async fn resolve_tables(
         if !catalog.namespace_exists(&namespace).await? {
             continue;
         }
-        let listed = if uses_information_schema {
+        let listed = if uses_information_schema && caller.access.can_read(&name) {
             catalog
                 .list_tables(&namespace)
                 .await?
@@ -121,7 +152,7 @@ pub async fn resolve_tables(
     }
 
     // Load every referenced table now: a missing one is NOT_FOUND before planning.
-    for reference in tables {
+    for (reference, _) in tables {
         let namespace = reference.schema().unwrap_or(default_namespace);
         let display = display_name(reference, namespace);
         let Some(schema) = schemas.get(namespace) else {
@@ -137,6 +168,35 @@ pub async fn resolve_tables(
         catalog: Arc::new(StatementCatalog { schemas }),
         uses_information_schema,
     })
+}
+
+/// The table an `INSERT` writes to (it needs a write grant, not a read grant).
+fn insert_target(statement: &Statement) -> Option<TableReference> {
+    let Statement::Statement(statement) = statement else {
+        return None;
+    };
+    let ast::Statement::Insert(ast::Insert {
+        table: ast::TableObject::TableName(name),
+        ..
+    }) = statement.as_ref()
+    else {
+        return None;
+    };
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|part| part.as_ident().map(normalize))
+        .collect::<Option<_>>()?;
+    match parts.as_slice() {
+        [table] => Some(TableReference::bare(table.as_str())),
+        [schema, table] => Some(TableReference::partial(schema.as_str(), table.as_str())),
+        [catalog, schema, table] => Some(TableReference::full(
+            catalog.as_str(),
+            schema.as_str(),
+            table.as_str(),
+        )),
+        _ => None,
+    }
 }
 
 fn display_name(reference: &TableReference, namespace: &str) -> String {

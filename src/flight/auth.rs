@@ -1,0 +1,97 @@
+//! Authentication as a tower layer around the Flight service: every call but
+//! Handshake must carry a valid bearer token (`auth::Authenticator::identify`); the
+//! caller it names travels to the handlers in the request's extensions. Handshake logs
+//! in (`FloeFlightService::do_handshake`).
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tonic::body::Body;
+use tonic::codegen::http::{HeaderMap, Request, Response};
+use tonic::codegen::{BoxFuture, Service};
+use tonic::server::NamedService;
+
+use crate::auth::{Authenticator, Identity};
+
+/// The one call that needs no token: it is how a client gets one.
+const HANDSHAKE_PATH: &str = "/arrow.flight.protocol.FlightService/Handshake";
+
+/// The cookie a session travels in (the name the Flight SQL spec suggests).
+pub const SESSION_COOKIE: &str = "arrow_flight_session_id";
+
+/// Wraps a service so that its calls are authenticated.
+#[derive(Clone)]
+pub struct Authenticated<S> {
+    inner: S,
+    authenticator: Arc<Authenticator>,
+}
+
+impl<S> Authenticated<S> {
+    pub fn new(inner: S, authenticator: Arc<Authenticator>) -> Self {
+        Self {
+            inner,
+            authenticator,
+        }
+    }
+}
+
+impl<S: NamedService> NamedService for Authenticated<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S> Service<Request<Body>> for Authenticated<S>
+where
+    S: Service<Request<Body>, Response = Response<Body>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<Body>) -> Self::Future {
+        if request.uri().path() != HANDSHAKE_PATH {
+            match self.identify(request.headers()) {
+                Ok(identity) => {
+                    request.extensions_mut().insert(identity);
+                }
+                Err(status) => return Box::pin(async move { Ok(status.into_http()) }),
+            }
+        }
+        // The clone that was made ready is the one that serves the call.
+        let ready = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, ready);
+        Box::pin(inner.call(request))
+    }
+}
+
+impl<S> Authenticated<S> {
+    fn identify(&self, headers: &HeaderMap) -> Result<Identity, tonic::Status> {
+        let authorization = headers
+            .get("authorization")
+            .and_then(|value| value.to_str().ok());
+        let mut identity = self
+            .authenticator
+            .identify(authorization)
+            .map_err(super::status)?;
+        if let Some(session) = session_cookie(headers) {
+            identity.session_id = Some(session);
+        }
+        Ok(identity)
+    }
+}
+
+/// The session cookie's value, if the call carries one.
+fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all("cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|cookies| cookies.split(';'))
+        .filter_map(|cookie| cookie.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value.to_string())
+}
