@@ -219,6 +219,7 @@ def test_metadata_lists_only_what_the_user_may_read(secured):
 def test_sessions_carry_the_current_schema(secured):
     with login(secured, "alice") as conn:
         assert conn.adbc_current_catalog == "floe"
+        conn.adbc_current_catalog = "floe"  # JDBC's `catalog=` sends this at connect
         conn.adbc_current_db_schema = "sales"
         assert conn.adbc_current_db_schema == "sales"
         with conn.cursor() as cur:

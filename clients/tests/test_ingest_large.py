@@ -4,6 +4,7 @@ write the data files, the coordinator commits once and deletes the staging files
 memory stays far below the upload's size."""
 
 import re
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -120,3 +121,29 @@ def test_staging_files_are_gone_after_the_commit(ingested):
     assert sorted(str(f) for f in data) == sorted(
         p.removeprefix("file://") for p in table.inspect.files()["file_path"].to_pylist()
     )
+
+
+def vm_rss(pid: int) -> int:
+    """Resident memory of a process now, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def test_a_client_that_stops_reading_does_not_make_the_coordinator_buffer(ingested):
+    """The result streams from the executors as the client reads it: while the client
+    pauses after one batch, the coordinator holds a few batches, not the result."""
+    server = ingested["server"]
+    pid = server.process.proc.pid
+    with server.connect() as conn, conn.cursor() as cur:
+        before = vm_rss(pid)
+        cur.execute("SELECT id, v FROM big.events")
+        reader = cur.fetch_record_batch()
+        first = reader.read_next_batch()
+        time.sleep(3)  # the client stalls; a buffering server would fetch all now
+        stalled = vm_rss(pid)
+        rows = first.num_rows + sum(batch.num_rows for batch in reader)
+    assert rows == ingested["count"]
+    assert ingested["upload_bytes"] > 128 * 1024 * 1024
+    assert stalled - before < 32 * 1024 * 1024, (before, stalled)
