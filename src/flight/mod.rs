@@ -204,8 +204,15 @@ impl FlightSqlService for FloeFlightService {
         let authorization = request
             .metadata()
             .get("authorization")
-            .and_then(|value| value.to_str().ok());
-        let login = self.authenticator.login(authorization).map_err(status)?;
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
+        // Checking a password takes tens of milliseconds of CPU: off the async workers.
+        let authenticator = self.authenticator.clone();
+        let login =
+            tokio::task::spawn_blocking(move || authenticator.login(authorization.as_deref()))
+                .await
+                .map_err(|e| Status::internal(format!("login task failed: {e}")))?
+                .map_err(status)?;
         let reply = HandshakeResponse {
             protocol_version: 0,
             payload: login.token.clone().into_bytes().into(),
