@@ -48,6 +48,9 @@ struct ExecutorArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
+    // rustls cannot pick a default when both ring and aws-lc-rs are linked in; `Err`
+    // only says one is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -111,12 +114,24 @@ fn hash_password() -> Result<()> {
     Ok(())
 }
 
+const SECRET_LOGGING_TARGETS: &[&str] = &["reqsign", "reqsign_core", "reqsign_aws_v4"];
+
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(
             "info,ballista=warn,ballista_core=warn,ballista_scheduler=warn,ballista_executor=warn,datafusion=warn,iceberg=warn,sqlx=warn,h2=warn,tower=warn",
         )
     });
+    // These libraries print credentials at debug level (reqsign: the S3 key pair it
+    // signs with), so they never log below info, whatever RUST_LOG says.
+    let filter = SECRET_LOGGING_TARGETS
+        .iter()
+        .fold(filter, |filter, target| {
+            match format!("{target}=info").parse() {
+                Ok(directive) => filter.add_directive(directive),
+                Err(_) => filter,
+            }
+        });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())

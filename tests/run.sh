@@ -18,6 +18,11 @@ if [ ! -x "$SUPERSET_VENV/bin/python" ]; then
   python3 -m venv "$SUPERSET_VENV"
 fi
 "$SUPERSET_VENV/bin/pip" install --quiet --disable-pip-version-check -r clients/requirements-superset.txt
+# PostgreSQL server for the shared SQL catalog tests (clients/tests/services.py).
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql
+fi
 # Apache Arrow's Java Flight SQL client, for the JDBC call-order test.
 PIP="$VENV/bin/pip" clients/java/fetch-jars.sh
 

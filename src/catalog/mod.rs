@@ -1,17 +1,19 @@
-//! Iceberg catalog construction (SQL on SQLite by default, memory; REST later) and the
+//! Iceberg catalog construction (SQL on SQLite by default, REST, memory) and the
 //! storage properties that executors get instead of catalog access. Every catalog is
 //! wrapped in a [`VerifiedCatalog`]: a change is acknowledged only once it is seen. The
 //! result is a [`FloeCatalog`]: an Iceberg catalog that also takes Floe's own commits
 //! (`commit`).
 
 pub mod commit;
+pub mod rest;
+pub mod storage;
 pub mod verified;
 
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use iceberg::io::{FileIO, FileIOBuilder, LocalFsStorageFactory};
+use iceberg::io::{FileIO, FileIOBuilder};
 use iceberg::memory::MemoryCatalogBuilder;
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent};
 use iceberg_catalog_sql::{
@@ -24,6 +26,8 @@ use sqlx::sqlite::SqliteConnectOptions;
 use crate::config::{CatalogConfig, CatalogKind};
 use crate::error::{FloeError, Result};
 use commit::{BindStyle, Committer, FloeCatalog, SqlCommitter};
+use rest::RefreshingRestCatalog;
+use storage::FloeStorageFactory;
 use verified::VerifiedCatalog;
 
 /// The SQL schema every statement starts in; created on start.
@@ -37,12 +41,22 @@ pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn FloeCatalog>> {
     props.insert(SQL_CATALOG_PROP_WAREHOUSE.into(), config.warehouse.clone());
     let (catalog, committer) = match config.kind {
         CatalogKind::Sql => {
-            prepare_sqlite(&config.uri).await?;
-            let uri = with_create_mode(&config.uri);
+            let (uri, bind_style) = if is_postgres(&config.uri) {
+                (config.uri.clone(), BindStyle::DollarNumeric)
+            } else {
+                prepare_sqlite(&config.uri).await?;
+                (with_create_mode(&config.uri), BindStyle::QMark)
+            };
             props.insert(SQL_CATALOG_PROP_URI.into(), uri.clone());
-            props.insert(SQL_CATALOG_PROP_BIND_STYLE.into(), "QMark".into());
-            let catalog = load(SqlCatalogBuilder::default(), &config.name, props, runtime).await?;
-            let committer = SqlCommitter::connect(&uri, &config.name, BindStyle::QMark).await?;
+            let style = match bind_style {
+                BindStyle::QMark => "QMark",
+                BindStyle::DollarNumeric => "DollarNumeric",
+            };
+            props.insert(SQL_CATALOG_PROP_BIND_STYLE.into(), style.into());
+            let catalog = load(SqlCatalogBuilder::default(), &config.name, props, runtime)
+                .await
+                .map_err(|e| catalog_unreachable(config, e))?;
+            let committer = SqlCommitter::connect(&uri, &config.name, bind_style).await?;
             (catalog, Committer::Sql(committer))
         }
         CatalogKind::Memory => {
@@ -61,9 +75,15 @@ pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn FloeCatalog>> {
             (catalog, committer)
         }
         CatalogKind::Rest => {
-            return Err(FloeError::unimplemented(
-                "catalog.type: the REST catalog is not available in this version yet",
-            ));
+            props.insert("uri".into(), config.uri.clone());
+            if config.warehouse.is_empty() {
+                props.remove(SQL_CATALOG_PROP_WAREHOUSE);
+            }
+            let catalog = RefreshingRestCatalog::connect(&config.name, props, runtime).await?;
+            let committer = Committer::Unsupported(
+                "the REST catalog cannot commit this change (replace, overwrite) yet".to_string(),
+            );
+            (Arc::new(catalog) as Arc<dyn Catalog>, committer)
         }
     };
     let catalog: Arc<dyn FloeCatalog> = Arc::new(VerifiedCatalog::new(catalog, committer));
@@ -81,7 +101,7 @@ where
     B::C: 'static,
 {
     let catalog = builder
-        .with_storage_factory(Arc::new(LocalFsStorageFactory))
+        .with_storage_factory(Arc::new(FloeStorageFactory))
         .with_runtime(runtime)
         .load(name, props)
         .await?;
@@ -98,6 +118,24 @@ async fn ensure_namespace(catalog: &dyn Catalog, name: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A shared SQL catalog on PostgreSQL (several coordinators may use it at once).
+pub fn is_postgres(uri: &str) -> bool {
+    uri.starts_with("postgres://") || uri.starts_with("postgresql://")
+}
+
+/// The catalog could not be reached; the message names it without its URI's password.
+fn catalog_unreachable(config: &CatalogConfig, e: FloeError) -> FloeError {
+    FloeError::new(
+        e.kind,
+        format!(
+            "catalog '{}' at {}: {}",
+            config.name,
+            crate::config::redacted_uri(&config.uri),
+            e.message
+        ),
+    )
 }
 
 /// sqlx needs `mode=rwc` to create a missing database file.
@@ -168,7 +206,7 @@ impl StorageSpec {
 
     /// Rebuilds a FileIO from the shipped properties (on executors).
     pub fn file_io(&self) -> FileIO {
-        FileIOBuilder::new(Arc::new(LocalFsStorageFactory))
+        FileIOBuilder::new(Arc::new(FloeStorageFactory))
             .with_props(self.props.clone())
             .build()
     }

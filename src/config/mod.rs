@@ -167,10 +167,25 @@ impl std::fmt::Debug for CatalogConfig {
         f.debug_struct("CatalogConfig")
             .field("kind", &self.kind)
             .field("name", &self.name)
-            .field("uri", &self.uri)
+            .field("uri", &redacted_uri(&self.uri))
             .field("warehouse", &self.warehouse)
             .field("properties", &self.properties.keys().collect::<Vec<_>>())
             .finish()
+    }
+}
+
+/// `uri` without the password it may carry (`postgres://user:secret@host/db`).
+pub fn redacted_uri(uri: &str) -> String {
+    let Some((scheme, rest)) = uri.split_once("://") else {
+        return uri.to_string();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{path}"),
+            None => uri.to_string(),
+        },
+        None => uri.to_string(),
     }
 }
 
@@ -289,19 +304,32 @@ impl ServeConfig {
                 "catalog.name: '{name}' is not a valid catalog name"
             )));
         }
-        let uri = args
-            .catalog_uri
-            .clone()
-            .or(catalog_file.uri)
-            .unwrap_or_else(|| format!("sqlite:{}", data_dir.join("catalog.db").display()));
-        let warehouse = args
-            .catalog_warehouse
-            .clone()
-            .or(catalog_file.warehouse)
-            .unwrap_or_else(|| format!("file://{}", data_dir.join("warehouse").display()));
-        if kind == CatalogKind::Sql && !uri.starts_with("sqlite:") {
+        let uri = args.catalog_uri.clone().or(catalog_file.uri);
+        let warehouse = args.catalog_warehouse.clone().or(catalog_file.warehouse);
+        let (uri, warehouse) = match kind {
+            // A REST catalog knows where its tables go; the warehouse names one of its
+            // warehouses, if it has several.
+            CatalogKind::Rest => (
+                uri.filter(|uri| uri.starts_with("http://") || uri.starts_with("https://"))
+                    .ok_or_else(|| {
+                        FloeError::invalid(
+                            "catalog.uri: the rest catalog needs its http:// or https:// URI",
+                        )
+                    })?,
+                warehouse.unwrap_or_default(),
+            ),
+            _ => (
+                uri.unwrap_or_else(|| format!("sqlite:{}", data_dir.join("catalog.db").display())),
+                warehouse
+                    .unwrap_or_else(|| format!("file://{}", data_dir.join("warehouse").display())),
+            ),
+        };
+        if kind == CatalogKind::Sql
+            && !uri.starts_with("sqlite:")
+            && !crate::catalog::is_postgres(&uri)
+        {
             return Err(FloeError::invalid(format!(
-                "catalog.uri: the sql catalog takes a sqlite: URI, got '{}'",
+                "catalog.uri: the sql catalog takes a sqlite: or postgres:// URI, got '{}'",
                 uri.split(':').next().unwrap_or_default()
             )));
         }
@@ -335,10 +363,29 @@ impl ServeConfig {
                 name,
                 uri,
                 warehouse,
-                properties: catalog_file.properties,
+                properties: with_env_properties(catalog_file.properties),
             },
         })
     }
+}
+
+/// Catalog properties may also come from the environment, so that secrets need not be
+/// in the file: `FLOE_CATALOG_PROPERTY_<NAME>`, where `__` in NAME stands for `.` and
+/// `_` for `-`, lower-cased (`FLOE_CATALOG_PROPERTY_S3__SECRET_ACCESS_KEY` is
+/// `s3.secret-access-key`). The environment overrides the file.
+pub const CATALOG_PROPERTY_ENV_PREFIX: &str = "FLOE_CATALOG_PROPERTY_";
+
+fn with_env_properties(mut properties: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    for (name, value) in std::env::vars() {
+        if let Some(property) = name.strip_prefix(CATALOG_PROPERTY_ENV_PREFIX) {
+            properties.insert(env_property_name(property), value);
+        }
+    }
+    properties
+}
+
+fn env_property_name(name: &str) -> String {
+    name.to_lowercase().replace("__", ".").replace('_', "-")
 }
 
 fn resolve_auth(args: &ServeArgs, file: AuthFileConfig) -> Result<AuthConfig> {

@@ -1,0 +1,174 @@
+"""Floe on an Iceberg REST catalog with S3 object storage: SeaweedFS (an independent
+REST catalog and S3 store), reached through a token proxy whose OAuth2 tokens live 3 s,
+with pyiceberg on the same catalog as the cross-check."""
+
+import time
+
+import adbc_driver_manager
+import pyarrow as pa
+import pytest
+
+from conftest import Process, Server, free_port, query
+from services import SeaweedFS, TokenProxy
+
+TOKEN_TTL = 3
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    """SeaweedFS, the token proxy, and a coordinator with two `floe executor`s on them.
+    Secrets come from the environment, not the file."""
+    root = tmp_path_factory.mktemp("lake")
+    with SeaweedFS(root / "weed") as weed, \
+            TokenProxy(weed.rest_uri, TOKEN_TTL, upstream_credential=weed.credential) as proxy:
+        config = root / "floe.toml"
+        config.write_text(
+            f"""
+[catalog]
+type = "rest"
+name = "lake"
+uri = "{proxy.rest_uri}"
+warehouse = "{weed.warehouse}"
+[catalog.properties]
+"s3.endpoint" = "{weed.s3_endpoint}"
+"s3.region" = "{weed.region}"
+"s3.path-style-access" = "true"
+"""
+        )
+        secrets = {
+            "FLOE_CATALOG_PROPERTY_CREDENTIAL": proxy.credential,
+            "FLOE_CATALOG_PROPERTY_S3__ACCESS_KEY_ID": weed.access_key,
+            "FLOE_CATALOG_PROPERTY_S3__SECRET_ACCESS_KEY": weed.secret_key,
+        }
+        env = {"RUST_LOG": "debug", **secrets}
+        server = Server(root / "data", ["--config", str(config), "--local-executors", "0",
+                                        "--target-partitions", "4"], env=env)
+        executors = []
+        try:
+            for i in range(2):
+                port = free_port(pair=True)
+                executors.append(Process(
+                    ["executor", "--scheduler", f"127.0.0.1:{server.scheduler_port}", "--bind",
+                     f"127.0.0.1:{port}", "--slots", "2"],
+                    root / f"executor{i}.log", wait_port=port, env={"RUST_LOG": "debug,floe::write=debug"},
+                ))
+            yield {"server": server, "weed": weed, "proxy": proxy, "executors": executors,
+                   "secrets": secrets, "pyiceberg": weed.pyiceberg_catalog()}
+        finally:
+            for executor in executors:
+                executor.stop()
+            server.stop()
+
+
+def table_objects(weed, namespace, table, kind="data"):
+    return sorted(weed.list_objects(weed.warehouse, f"{namespace}/{table}/{kind}/"))
+
+
+def test_ddl_writes_and_reads_on_rest_and_s3(lake):
+    weed, pyiceberg = lake["weed"], lake["pyiceberg"]
+    with lake["server"].connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE SCHEMA sales")
+        cur.execute("CREATE TABLE sales.orders (id BIGINT NOT NULL, region STRING, amount DOUBLE) "
+                    "PARTITIONED BY (region)")
+        cur.execute("INSERT INTO sales.orders VALUES (1, 'eu', 1.5), (2, 'us', 2.5), (3, 'eu', 3.5)")
+        got = query(cur, "SELECT region, count(*) AS n FROM sales.orders GROUP BY region ORDER BY region")
+        assert got.to_pylist() == [{"region": "eu", "n": 2}, {"region": "us", "n": 1}]
+
+        # The files are objects in the S3 store, and pyiceberg reads what Floe wrote.
+        objects = table_objects(weed, "sales", "orders")
+        assert any("region=eu" in key and key.endswith(".parquet") for key in objects), objects
+        table = pyiceberg.load_table("sales.orders")
+        assert table.location().startswith("s3://")
+        assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
+
+        # pyiceberg appends and changes the schema; Floe sees both at once.
+        table.append(pa.table({"id": pa.array([4], pa.int64()), "region": ["asia"],
+                               "amount": [4.5]}, schema=table.schema().as_arrow()))
+        with table.update_schema() as update:
+            update.add_column("note", pyiceberg_string())
+        got = query(cur, "SELECT id, region, note FROM sales.orders ORDER BY id")
+        assert got.column_names == ["id", "region", "note"]
+        assert [row["id"] for row in got.to_pylist()] == [1, 2, 3, 4]
+
+
+def pyiceberg_string():
+    from pyiceberg.types import StringType
+
+    return StringType()
+
+
+def test_both_executors_read_and_write_objects(lake):
+    with lake["server"].connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE SCHEMA IF NOT EXISTS wide")
+        cur.execute("CREATE TABLE wide.t (id BIGINT, part INT) PARTITIONED BY (part)")
+        for batch in range(4):
+            rows = ", ".join(f"({batch * 1000 + i}, {i % 8})" for i in range(1000))
+            cur.execute(f"INSERT INTO wide.t VALUES {rows}")
+        assert query(cur, "SELECT count(*) AS n FROM wide.t").to_pylist() == [{"n": 4000}]
+        # Reading 32 objects in 4 partitions: tasks on both executors, each writing its own.
+        before = [executor.output().count("wrote data file") for executor in lake["executors"]]
+        cur.execute("CREATE TABLE wide.copy (id BIGINT, part INT)")
+        cur.execute("INSERT INTO wide.copy SELECT id, part FROM wide.t")
+        assert query(cur, "SELECT count(*) AS n, sum(id) AS s FROM wide.copy").to_pylist() == [
+            {"n": 4000, "s": sum(range(4000))}
+        ]
+    after = [executor.output().count("wrote data file") for executor in lake["executors"]]
+    assert all(a > b for a, b in zip(after, before)), (before, after)
+
+
+def test_a_failed_insert_leaves_no_objects(lake):
+    weed = lake["weed"]
+    with lake["server"].connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE SCHEMA IF NOT EXISTS strict")
+        cur.execute("CREATE TABLE strict.t (id BIGINT NOT NULL)")
+        cur.execute("INSERT INTO strict.t VALUES (1)")
+        before = table_objects(weed, "strict", "t")
+        with pytest.raises(adbc_driver_manager.Error, match="NOT NULL"):
+            rows = ", ".join("(NULL)" if i == 5000 else f"({i})" for i in range(10000))
+            cur.execute(f"INSERT INTO strict.t VALUES {rows}")
+        deadline = time.time() + 20
+        while table_objects(weed, "strict", "t") != before and time.time() < deadline:
+            time.sleep(0.5)
+        assert table_objects(weed, "strict", "t") == before
+        assert query(cur, "SELECT count(*) AS n FROM strict.t").to_pylist() == [{"n": 1}]
+
+
+def test_queries_keep_working_across_token_expiries(lake):
+    proxy = lake["proxy"]
+    issued = proxy.tokens_issued
+    with lake["server"].connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE SCHEMA IF NOT EXISTS ticking")
+        cur.execute("CREATE TABLE IF NOT EXISTS ticking.t (id BIGINT)")
+        for i in range(3):
+            time.sleep(TOKEN_TTL + 0.5)
+            cur.execute(f"INSERT INTO ticking.t VALUES ({i})")
+            assert query(cur, "SELECT count(*) AS n FROM ticking.t").to_pylist() == [{"n": i + 1}]
+    # Renewed before each expiry (none of Floe's requests was refused for an old token).
+    assert proxy.tokens_issued >= issued + 3
+    assert proxy.expired_rejections == 0
+
+
+def test_no_secret_reaches_logs_or_errors(lake):
+    with lake["server"].connect() as conn, conn.cursor() as cur:
+        cur.execute("EXPLAIN SELECT * FROM sales.orders WHERE id > 1")
+        plan = str(cur.fetch_arrow_table().to_pylist())
+        with pytest.raises(adbc_driver_manager.Error) as err:
+            cur.execute("SELECT * FROM sales.missing")
+    logs = [lake["server"].process.output(), plan, str(err.value)]
+    logs += [executor.output() for executor in lake["executors"]]
+    secrets = [lake["weed"].secret_key, lake["proxy"].client_secret]
+    for text in logs:
+        for secret in secrets:
+            assert secret not in text
+
+
+def test_a_revoked_credential_is_a_clear_error(lake):
+    """Last in this module: the proxy stays revoked."""
+    lake["proxy"].revoke()
+    with lake["server"].connect() as conn, conn.cursor() as cur:
+        started = time.time()
+        with pytest.raises(adbc_driver_manager.Error) as err:
+            cur.execute("SELECT count(*) FROM sales.orders")
+    assert "(Unauthenticated;" in str(err.value), str(err.value)
+    assert "REST catalog 'lake' refused" in str(err.value)
+    assert time.time() - started < 30
