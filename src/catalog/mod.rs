@@ -11,7 +11,7 @@ pub mod verified;
 
 use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use iceberg::io::{FileIO, FileIOBuilder};
 use iceberg::memory::MemoryCatalogBuilder;
@@ -188,6 +188,9 @@ pub struct StorageSpec {
     pub props: HashMap<String, String>,
 }
 
+/// A property set as a map key.
+type SortedProps = Vec<(String, String)>;
+
 /// Property prefixes that configure storage access (the Iceberg/Java names).
 const STORAGE_PROP_PREFIXES: &[&str] = &["s3.", "client.", "gcs.", "adls.", "oss."];
 
@@ -204,11 +207,24 @@ impl StorageSpec {
         Self { props }
     }
 
-    /// Rebuilds a FileIO from the shipped properties (on executors).
+    /// A FileIO for the shipped properties (on executors). One per property set is kept
+    /// for the process, so tasks share their storage clients (and connections).
     pub fn file_io(&self) -> FileIO {
-        FileIOBuilder::new(Arc::new(FloeStorageFactory))
-            .with_props(self.props.clone())
-            .build()
+        static FILE_IOS: LazyLock<Mutex<HashMap<SortedProps, FileIO>>> =
+            LazyLock::new(Mutex::default);
+        let mut key: SortedProps = self.props.clone().into_iter().collect();
+        key.sort();
+        let mut cache = FILE_IOS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache
+            .entry(key)
+            .or_insert_with(|| {
+                FileIOBuilder::new(Arc::new(FloeStorageFactory))
+                    .with_props(self.props.clone())
+                    .build()
+            })
+            .clone()
     }
 }
 

@@ -89,10 +89,15 @@ impl RefreshingRestCatalog {
 
     async fn renew(&self, renew_after: &mut Instant) -> Result<()> {
         tracing::debug!(catalog = %self.name, "renewing the REST catalog token");
-        self.inner
-            .regenerate_token()
-            .await
-            .map_err(|e| self.refused(e))?;
+        let renewed = match self.inner.regenerate_token().await {
+            // A pooled connection the server had just closed: the request never arrived
+            // (asking for a token twice is harmless).
+            Err(e) if e.to_string().contains("error sending request") => {
+                self.inner.regenerate_token().await
+            }
+            renewed => renewed,
+        };
+        renewed.map_err(|e| self.refused(e))?;
         *renew_after = renewal_time(self.lifetime);
         Ok(())
     }
