@@ -134,3 +134,44 @@ fn auth_settings_are_checked_at_start_and_never_printed() {
     .unwrap_err();
     assert!(err.message.contains("32 bytes"), "{}", err.message);
 }
+
+#[test]
+fn rest_and_postgres_catalogs_are_checked_and_never_print_passwords() {
+    let rest = ServeArgs {
+        catalog_type: Some("rest".into()),
+        ..Default::default()
+    };
+    let err = ServeConfig::resolve(&rest).unwrap_err();
+    assert!(err.message.contains("catalog.uri"), "{}", err.message);
+    let rest = ServeArgs {
+        catalog_type: Some("rest".into()),
+        catalog_uri: Some("http://127.0.0.1:8181".into()),
+        ..Default::default()
+    };
+    let config = ServeConfig::resolve(&rest).expect("valid");
+    assert_eq!(
+        config.catalog.warehouse, "",
+        "a REST catalog has no default warehouse"
+    );
+
+    let shared = ServeArgs {
+        catalog_uri: Some("postgres://floe:s3cr3t-pw@db:5432/catalog".into()),
+        ..Default::default()
+    };
+    let config = ServeConfig::resolve(&shared).expect("valid");
+    let printed = format!("{config:?}");
+    assert!(!printed.contains("s3cr3t-pw"), "{printed}");
+    assert!(
+        printed.contains("postgres://floe:***@db:5432/catalog"),
+        "{printed}"
+    );
+    assert_eq!(
+        floe::config::redacted_uri("sqlite:/data/catalog.db"),
+        "sqlite:/data/catalog.db"
+    );
+    let mysql = ServeArgs {
+        catalog_uri: Some("mysql://db/catalog".into()),
+        ..Default::default()
+    };
+    assert!(ServeConfig::resolve(&mysql).is_err());
+}
