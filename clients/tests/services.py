@@ -15,6 +15,7 @@ import http.client
 import json
 import os
 import random
+import re
 import secrets
 import shutil
 import signal
@@ -271,6 +272,10 @@ class TokenProxy(_Service):
         self.tokens_issued = 0
         self.expired_rejections = 0
         self.requests_forwarded = 0
+        # Storage properties handed to clients that ask for vended credentials
+        # (`X-Iceberg-Access-Delegation: vended-credentials`) with each loaded table.
+        self.vended: dict[str, str] | None = None
+        self.vended_loads = 0
         self._tokens: dict[str, float] = {}  # token -> monotonic expiry
         self._revoked = False
         self._upstream_token: tuple[str, float] | None = None
@@ -374,6 +379,8 @@ class TokenProxy(_Service):
             conn.request(req.command, self.upstream.path.rstrip("/") + req.path, body=body or None, headers=headers)
             resp = conn.getresponse()
             data = resp.read()  # http.client undoes chunking; the client gets a Content-Length
+            if resp.status == 200 and self._vends(req):
+                data = self._with_vended_credentials(data)
             req.send_response(resp.status, resp.reason)
             for name, value in resp.getheaders():
                 if name.lower() not in _NOT_FORWARDED:
@@ -385,6 +392,27 @@ class TokenProxy(_Service):
                 req.wfile.write(data)
         finally:
             conn.close()
+
+
+    _LOAD_TABLE = re.compile(r"^/v1/[^/]+/namespaces/[^/]+/tables(/[^/]+)?$")
+
+    def _vends(self, req: BaseHTTPRequestHandler) -> bool:
+        """A table load (GET …/tables/t) or creation (POST …/tables) asking for vended
+        credentials, when the proxy has some to give."""
+        path = urllib.parse.urlsplit(req.path).path
+        match = self._LOAD_TABLE.match(path)
+        wanted = "vended-credentials" in req.headers.get("X-Iceberg-Access-Delegation", "")
+        is_load = match is not None and (req.command == "GET") == bool(match.group(1))
+        return self.vended is not None and wanted and is_load
+
+    def _with_vended_credentials(self, data: bytes) -> bytes:
+        """LoadTableResult with the credentials in `config` and `storage-credentials`."""
+        result = json.loads(data)
+        result["config"] = {**result.get("config", {}), **self.vended}
+        result["storage-credentials"] = [{"prefix": "s3://", "config": self.vended}]
+        with self._lock:
+            self.vended_loads += 1
+        return json.dumps(result).encode()
 
 
 class Postgres(_Service):

@@ -205,6 +205,41 @@ def test_concurrent_commits_from_floe_and_pyiceberg_all_land(lake):
     assert table.refresh().scan().to_arrow().num_rows == 16
 
 
+def test_vended_credentials_are_used_for_reads_and_writes(lake, tmp_path):
+    """A coordinator with no S3 keys of its own asks for vended credentials; the catalog
+    (the proxy) hands them out with each table it loads."""
+    weed, proxy = lake["weed"], lake["proxy"]
+    proxy.vended = {"s3.access-key-id": weed.access_key, "s3.secret-access-key": weed.secret_key}
+    config = tmp_path / "floe.toml"
+    config.write_text(
+        f"""
+[catalog]
+type = "rest"
+name = "lake"
+uri = "{proxy.rest_uri}"
+warehouse = "{weed.warehouse}"
+[catalog.properties]
+"s3.endpoint" = "{weed.s3_endpoint}"
+"s3.region" = "{weed.region}"
+"s3.path-style-access" = "true"
+"header.X-Iceberg-Access-Delegation" = "vended-credentials"
+"""
+    )
+    env = {"FLOE_CATALOG_PROPERTY_CREDENTIAL": proxy.credential}
+    server = Server(tmp_path / "data", ["--config", str(config)], env=env)
+    try:
+        loads = proxy.vended_loads
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("INSERT INTO sales.orders (id, region, amount) VALUES (50, 'eu', 5.0)")
+            got = query(cur, "SELECT count(*) AS n FROM sales.orders WHERE id = 50")
+        assert got.to_pylist() == [{"n": 1}]
+        assert proxy.vended_loads > loads
+        assert weed.secret_key not in server.process.output()
+    finally:
+        proxy.vended = None
+        server.stop()
+
+
 def test_a_revoked_credential_is_a_clear_error(lake):
     """Last in this module: the proxy stays revoked."""
     lake["proxy"].revoke()
