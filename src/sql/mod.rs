@@ -344,10 +344,10 @@ impl Engine {
         let planned = match plan {
             LogicalPlan::Dml(mut dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
                 // Fully qualified: the write finds its table whatever the caller's schema.
-                dml.table_name = dml
-                    .table_name
-                    .resolve(&self.catalog_name, &caller.schema)
-                    .into();
+                let target = dml.table_name.resolve(&self.catalog_name, &caller.schema);
+                // Also checked while resolving; this holds whatever form the name took.
+                caller.access.check_write(&target.schema)?;
+                dml.table_name = target.into();
                 Planned::Insert(ctx, dml)
             }
             LogicalPlan::Dml(dml) => {
