@@ -20,7 +20,8 @@ import pytest
 
 from conftest import FLOE_BIN, Server, free_port, query
 
-PASSWORDS = {"alice": "alice-" + secrets.token_hex(8), "reader": "reader-" + secrets.token_hex(8)}
+# A password with the characters that break naive parsing: a colon, quotes, a space, non-ASCII.
+PASSWORDS = {"alice": "al:ice 'pw' é-" + secrets.token_hex(8), "reader": "reader-" + secrets.token_hex(8)}
 JWT_SECRET = secrets.token_hex(32)
 
 
@@ -137,7 +138,7 @@ def test_the_handshake_returns_a_signed_bearer_token(secured):
     # A bearer on Handshake (JDBC's `token=`) is checked and handed back.
     options = flight.FlightCallOptions(headers=[(b"authorization", value)])
     echoed = client.authenticate_basic_token("", "", options)
-    assert echoed[1] == value or echoed[1].startswith(b"Bearer ")
+    assert echoed == (b"authorization", value)
 
 
 def test_wrong_or_missing_credentials_are_unauthenticated(secured):

@@ -8,7 +8,7 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-from conftest import Process, Server, free_port, query
+from conftest import Process, Server, query
 
 FILES = 8
 ROWS_PER_FILE = 1000
@@ -18,22 +18,10 @@ READ = re.compile(r"reading data file .*file=(\S+)")
 @pytest.fixture()
 def cluster(tmp_path):
     server = Server(tmp_path / "data", ["--local-executors", "0", "--target-partitions", "4"])
-    executors = []
-    for i in range(2):
-        port = free_port(pair=True)
-        executors.append(
-            Process(
-                [
-                    "executor",
-                    "--scheduler", f"127.0.0.1:{server.scheduler_port}",
-                    "--bind", f"127.0.0.1:{port}",
-                    "--slots", "2",
-                ],
-                tmp_path / f"executor{i}.log",
-                wait_port=port,
-                env={"RUST_LOG": "info,floe::scan=debug"},
-            )
-        )
+    executors = [
+        server.start_executor(tmp_path / f"executor{i}.log", env={"RUST_LOG": "info,floe::scan=debug"})
+        for i in range(2)
+    ]
     yield server, executors
     for executor in executors:
         executor.stop()

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from conftest import Process, Server, free_port, query
+from conftest import Server, query
 
 ROWS = 9_000_000  # two 8-byte columns: 144 MB of Arrow data
 WROTE = re.compile(r"wrote data file .*file=(\S+)")
@@ -38,19 +38,8 @@ def ingested(tmp_path_factory):
     executors = []
     try:
         for i in range(2):
-            port = free_port(pair=True)
             executors.append(
-                Process(
-                    [
-                        "executor",
-                        "--scheduler", f"127.0.0.1:{server.scheduler_port}",
-                        "--bind", f"127.0.0.1:{port}",
-                        "--slots", "2",
-                    ],
-                    tmp / f"executor{i}.log",
-                    wait_port=port,
-                    env={"RUST_LOG": "info,floe::write=debug"},
-                )
+                server.start_executor(tmp / f"executor{i}.log", env={"RUST_LOG": "info,floe::write=debug"})
             )
         ids = pa.array(range(ROWS), pa.int64())
         data = pa.table({"id": ids, "v": pc.multiply(pc.cast(ids, pa.float64()), 0.5)})

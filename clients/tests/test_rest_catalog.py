@@ -2,16 +2,18 @@
 REST catalog and S3 store), reached through a token proxy whose OAuth2 tokens live 3 s,
 with pyiceberg on the same catalog as the cross-check."""
 
+import re
 import time
 
 import adbc_driver_manager
 import pyarrow as pa
 import pytest
 
-from conftest import Process, Server, free_port, query
+from conftest import Server, query
 from services import SeaweedFS, TokenProxy
 
 TOKEN_TTL = 3
+READ = re.compile(r"reading data file .*file=(\S+)")
 
 
 @pytest.fixture(scope="module")
@@ -21,20 +23,7 @@ def lake(tmp_path_factory):
     root = tmp_path_factory.mktemp("lake")
     with SeaweedFS(root / "weed") as weed, \
             TokenProxy(weed.rest_uri, TOKEN_TTL, upstream_credential=weed.credential) as proxy:
-        config = root / "floe.toml"
-        config.write_text(
-            f"""
-[catalog]
-type = "rest"
-name = "lake"
-uri = "{proxy.rest_uri}"
-warehouse = "{weed.warehouse}"
-[catalog.properties]
-"s3.endpoint" = "{weed.s3_endpoint}"
-"s3.region" = "{weed.region}"
-"s3.path-style-access" = "true"
-"""
-        )
+        config = write_config(root / "floe.toml", weed, proxy)
         secrets = {
             "FLOE_CATALOG_PROPERTY_CREDENTIAL": proxy.credential,
             "FLOE_CATALOG_PROPERTY_S3__ACCESS_KEY_ID": weed.access_key,
@@ -46,18 +35,33 @@ warehouse = "{weed.warehouse}"
         executors = []
         try:
             for i in range(2):
-                port = free_port(pair=True)
-                executors.append(Process(
-                    ["executor", "--scheduler", f"127.0.0.1:{server.scheduler_port}", "--bind",
-                     f"127.0.0.1:{port}", "--slots", "2"],
-                    root / f"executor{i}.log", wait_port=port, env={"RUST_LOG": "debug,floe::write=debug"},
-                ))
+                executors.append(server.start_executor(root / f"executor{i}.log", env={"RUST_LOG": "debug"}))
             yield {"server": server, "weed": weed, "proxy": proxy, "executors": executors,
                    "secrets": secrets, "pyiceberg": weed.pyiceberg_catalog()}
         finally:
             for executor in executors:
                 executor.stop()
             server.stop()
+
+
+def write_config(path, weed, proxy, extra_properties=""):
+    """A config for Floe on the lake: REST through the proxy, S3 without keys (those come
+    from the environment, or are vended)."""
+    path.write_text(
+        f"""
+[catalog]
+type = "rest"
+name = "lake"
+uri = "{proxy.rest_uri}"
+warehouse = "{weed.warehouse}"
+[catalog.properties]
+"s3.endpoint" = "{weed.s3_endpoint}"
+"s3.region" = "{weed.region}"
+"s3.path-style-access" = "true"
+{extra_properties}
+"""
+    )
+    return path
 
 
 def table_objects(weed, namespace, table, kind="data"):
@@ -105,15 +109,21 @@ def test_both_executors_read_and_write_objects(lake):
             rows = ", ".join(f"({batch * 1000 + i}, {i % 8})" for i in range(1000))
             cur.execute(f"INSERT INTO wide.t VALUES {rows}")
         assert query(cur, "SELECT count(*) AS n FROM wide.t").to_pylist() == [{"n": 4000}]
-        # Reading 32 objects in 4 partitions: tasks on both executors, each writing its own.
-        before = [executor.output().count("wrote data file") for executor in lake["executors"]]
+        # 32 objects in 4 partitions: tasks on both executors read them (each once) and
+        # write their own files.
+        executors = lake["executors"]
+        logged = [len(executor.output()) for executor in executors]
         cur.execute("CREATE TABLE wide.copy (id BIGINT, part INT)")
         cur.execute("INSERT INTO wide.copy SELECT id, part FROM wide.t")
+        new_lines = [executor.output()[start:] for executor, start in zip(executors, logged)]
         assert query(cur, "SELECT count(*) AS n, sum(id) AS s FROM wide.copy").to_pylist() == [
             {"n": 4000, "s": sum(range(4000))}
         ]
-    after = [executor.output().count("wrote data file") for executor in lake["executors"]]
-    assert all(a > b for a, b in zip(after, before)), (before, after)
+    read = [READ.findall(lines) for lines in new_lines]
+    objects = {f"s3://{lake['weed'].warehouse}/{key}" for key in table_objects(lake["weed"], "wide", "t")}
+    assert all(read), read
+    assert sorted(read[0] + read[1]) == sorted(objects)  # every object, each read once
+    assert all("wrote data file" in lines for lines in new_lines)
 
 
 def test_a_failed_insert_leaves_no_objects(lake):
@@ -210,21 +220,8 @@ def test_vended_credentials_are_used_for_reads_and_writes(lake, tmp_path):
     (the proxy) hands them out with each table it loads."""
     weed, proxy = lake["weed"], lake["proxy"]
     proxy.vended = {"s3.access-key-id": weed.access_key, "s3.secret-access-key": weed.secret_key}
-    config = tmp_path / "floe.toml"
-    config.write_text(
-        f"""
-[catalog]
-type = "rest"
-name = "lake"
-uri = "{proxy.rest_uri}"
-warehouse = "{weed.warehouse}"
-[catalog.properties]
-"s3.endpoint" = "{weed.s3_endpoint}"
-"s3.region" = "{weed.region}"
-"s3.path-style-access" = "true"
-"header.X-Iceberg-Access-Delegation" = "vended-credentials"
-"""
-    )
+    config = write_config(tmp_path / "floe.toml", weed, proxy,
+                          '"header.X-Iceberg-Access-Delegation" = "vended-credentials"')
     env = {"FLOE_CATALOG_PROPERTY_CREDENTIAL": proxy.credential}
     server = Server(tmp_path / "data", ["--config", str(config)], env=env)
     try:

@@ -188,6 +188,9 @@ pub struct StorageSpec {
     pub props: HashMap<String, String>,
 }
 
+/// Storage property sets whose FileIO an executor keeps.
+const FILE_IO_CACHE: usize = 64;
+
 /// A property set as a map key.
 type SortedProps = Vec<(String, String)>;
 
@@ -208,7 +211,8 @@ impl StorageSpec {
     }
 
     /// A FileIO for the shipped properties (on executors). One per property set is kept
-    /// for the process, so tasks share their storage clients (and connections).
+    /// for the process, so tasks share their storage clients (and connections); at most
+    /// [`FILE_IO_CACHE`] sets, as vended credentials make new sets over time.
     pub fn file_io(&self) -> FileIO {
         static FILE_IOS: LazyLock<Mutex<HashMap<SortedProps, FileIO>>> =
             LazyLock::new(Mutex::default);
@@ -217,6 +221,9 @@ impl StorageSpec {
         let mut cache = FILE_IOS
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.len() >= FILE_IO_CACHE && !cache.contains_key(&key) {
+            cache.clear();
+        }
         cache
             .entry(key)
             .or_insert_with(|| {

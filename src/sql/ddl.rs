@@ -37,7 +37,8 @@ pub fn normalize(ident: &Ident) -> String {
     }
 }
 
-fn parts(name: &ObjectName) -> Result<Vec<String>> {
+/// A name's parts, each normalized ([`normalize`]).
+pub fn parts(name: &ObjectName) -> Result<Vec<String>> {
     name.0
         .iter()
         .map(|part| {

@@ -17,7 +17,7 @@ use datafusion::sql::sqlparser::ast;
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
 
 use super::Caller;
-use super::ddl::normalize;
+use super::ddl::parts;
 use crate::error::{FloeError, Result};
 use crate::table::provider::IcebergTableProvider;
 
@@ -182,12 +182,7 @@ fn insert_target(statement: &Statement) -> Option<TableReference> {
     else {
         return None;
     };
-    let parts: Vec<String> = name
-        .0
-        .iter()
-        .map(|part| part.as_ident().map(normalize))
-        .collect::<Option<_>>()?;
-    match parts.as_slice() {
+    match parts(name).ok()?.as_slice() {
         [table] => Some(TableReference::bare(table.as_str())),
         [schema, table] => Some(TableReference::partial(schema.as_str(), table.as_str())),
         [catalog, schema, table] => Some(TableReference::full(
