@@ -16,30 +16,7 @@ use crate::support::schema;
 #[tokio::test(flavor = "multi_thread")]
 async fn an_empty_table_scans_to_zero_rows_through_one_partition() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let catalog = MemoryCatalogBuilder::default()
-        .with_storage_factory(Arc::new(LocalFsStorageFactory))
-        .load(
-            "test",
-            HashMap::from([(
-                MEMORY_CATALOG_WAREHOUSE.to_string(),
-                format!("file://{}", dir.path().display()),
-            )]),
-        )
-        .await
-        .expect("catalog");
-    let namespace = NamespaceIdent::new("ns".into());
-    catalog
-        .create_namespace(&namespace, HashMap::new())
-        .await
-        .expect("namespace");
-    let creation = TableCreation::builder()
-        .name("empty".into())
-        .schema(schema().as_ref().clone())
-        .build();
-    let table = catalog
-        .create_table(&namespace, creation)
-        .await
-        .expect("table");
+    let (_catalog, table) = catalog_with_table(dir.path(), "empty").await;
 
     let scan = plan_scan(&table, "ns.empty", None, &[], 8)
         .await
@@ -58,4 +35,118 @@ async fn an_empty_table_scans_to_zero_rows_through_one_partition() {
         .sum();
     assert_eq!(rows, 0);
     assert_eq!(scan.schema().fields().len(), 3);
+}
+
+/// A memory catalog in `dir` with one empty table `ns.<name>`.
+async fn catalog_with_table(
+    dir: &std::path::Path,
+    name: &str,
+) -> (impl Catalog + use<>, iceberg::table::Table) {
+    let catalog = MemoryCatalogBuilder::default()
+        .with_storage_factory(Arc::new(LocalFsStorageFactory))
+        .load(
+            "test",
+            HashMap::from([(
+                MEMORY_CATALOG_WAREHOUSE.to_string(),
+                format!("file://{}", dir.display()),
+            )]),
+        )
+        .await
+        .expect("catalog");
+    let namespace = NamespaceIdent::new("ns".into());
+    catalog
+        .create_namespace(&namespace, HashMap::new())
+        .await
+        .expect("namespace");
+    let creation = TableCreation::builder()
+        .name(name.into())
+        .schema(schema().as_ref().clone())
+        .build();
+    let table = catalog
+        .create_table(&namespace, creation)
+        .await
+        .expect("table");
+    (catalog, table)
+}
+
+/// A memory catalog with one table `ns.t` holding one (never read) data file.
+async fn table_with_one_file(
+    dir: &std::path::Path,
+) -> (impl Catalog + use<>, iceberg::table::Table) {
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Struct};
+    use iceberg::transaction::{ApplyTransactionAction, Transaction};
+
+    let (catalog, table) = catalog_with_table(dir, "t").await;
+    let file = DataFileBuilder::default()
+        .content(DataContentType::Data)
+        .file_path(format!("{}/t/data/one.parquet", dir.display()))
+        .file_format(DataFileFormat::Parquet)
+        .partition(Struct::empty())
+        .partition_spec_id(0)
+        .record_count(10)
+        .file_size_in_bytes(1000)
+        .build()
+        .expect("data file");
+    let tx = Transaction::new(&table);
+    let tx = tx
+        .fast_append()
+        .add_data_files([file])
+        .apply(tx)
+        .expect("append");
+    let table = tx.commit(&catalog).await.expect("commit");
+    (catalog, table)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_table_loaded_on_a_runtime_since_shut_down_still_plans_its_files() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().to_path_buf();
+    // Loaded on its own runtime, which is then shut down: iceberg alone would plan
+    // nothing there, and say nothing.
+    let table = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let table = runtime.block_on(async { table_with_one_file(&path).await.1 });
+        drop(runtime);
+        table
+    })
+    .join()
+    .expect("loading thread");
+
+    let scan = plan_scan(&table, "ns.t", None, &[], 8)
+        .await
+        .expect("planned");
+    let files: usize = scan.groups.iter().map(Vec::len).sum();
+    assert_eq!(files, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_snapshot_with_files_that_plans_to_none_is_an_error() {
+    use iceberg::spec::ManifestListWriter;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_catalog, table) = table_with_one_file(dir.path()).await;
+    // The snapshot's summary counts one data file; its manifest list now lists none.
+    let snapshot = table.metadata().current_snapshot().expect("snapshot");
+    let output = table
+        .file_io()
+        .new_output(snapshot.manifest_list())
+        .expect("output");
+    ManifestListWriter::v2(
+        output.writer().await.expect("writer"),
+        snapshot.snapshot_id(),
+        snapshot.parent_snapshot_id(),
+        snapshot.sequence_number(),
+    )
+    .close()
+    .await
+    .expect("empty manifest list");
+
+    let err = plan_scan(&table, "ns.t", None, &[], 8)
+        .await
+        .expect_err("an empty plan for a snapshot with files");
+    assert!(
+        err.to_string()
+            .contains("scan planning returned no files for a snapshot with 1 data files"),
+        "{err}"
+    );
 }

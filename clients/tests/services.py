@@ -20,6 +20,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -105,8 +106,11 @@ class SeaweedFS(_Service):
     # worker dials admin.port + 10000), so the pairs keep that rule, on free ports.
     _COMPONENTS = ("master", "volume", "filer", "s3", "admin")
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, vended_credentials_ttl: int | None = None):
+        """With `vended_credentials_ttl` (seconds), the catalog vends table-scoped STS
+        credentials that live that long to clients that ask for them."""
         self.root = root
+        self.vended_credentials_ttl = vended_credentials_ttl
         *http_ports, iceberg_port = free_ports(len(self._COMPONENTS) + 1, also_plus=10000)
         self.ports = {"s3.port.iceberg": iceberg_port}
         for component, port in zip(self._COMPONENTS, http_ports):
@@ -128,7 +132,7 @@ class SeaweedFS(_Service):
                     "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                     "-bucket=data", f"-tableBucket={self.warehouse}",
                     "-admin.ui=false", "-webdav=false", "-s3.port.lance=0",
-                    "-master.telemetry=false", *ports,
+                    "-master.telemetry=false", *ports, *self._vending_flags(),
                 ],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 env={**os.environ, "AWS_ACCESS_KEY_ID": self.access_key,
@@ -141,6 +145,32 @@ class SeaweedFS(_Service):
                 raise RuntimeError(f"SeaweedFS's REST catalog did not come up in {timeout}s:\n{self.log()}")
             time.sleep(0.2)
         return self
+
+    _VENDING_ROLE = "arn:aws:iam::role/FloeTableAccess"
+
+    def _vending_flags(self) -> list[str]:
+        """An IAM role the catalog assumes for each table it vends credentials for. The
+        catalog's own duration flag cannot go under 900 s; 0 defers to the STS token
+        duration, which must carry a unit ("6s")."""
+        if self.vended_credentials_ttl is None:
+            return []
+        iam = {
+            "sts": {"tokenDuration": f"{self.vended_credentials_ttl}s"},
+            "roles": [{
+                "roleName": "FloeTableAccess", "roleArn": self._VENDING_ROLE,
+                "trustPolicy": {"Version": "2012-10-17", "Statement": [{
+                    "Effect": "Allow", "Principal": {"Federated": "iceberg-catalog"},
+                    "Action": ["sts:AssumeRoleWithCredentials"]}]},
+                "attachedPolicies": ["TableData"],
+            }],
+            "policies": [{"name": "TableData", "document": {"Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow", "Action": ["s3:*"],
+                "Resource": ["arn:aws:s3:::*", "arn:aws:s3:::*/*"]}]}}],
+        }
+        path = self.root / "iam.json"
+        path.write_text(json.dumps(iam))
+        return [f"-s3.iam.config={path}", f"-s3.iceberg.credentialRole={self._VENDING_ROLE}",
+                "-s3.iceberg.credentialDurationSeconds=0"]
 
     def _catalog_ready(self) -> bool:
         """Whether the warehouse lists its namespaces. /v1/config answers about a second
@@ -250,6 +280,42 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         pass
 
 
+def loopback_certificate(directory: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a certificate it signed for 127.0.0.1: (ca, cert, key) files."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def name(common_name):
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    valid = {"not_valid_before": now - datetime.timedelta(hours=1),
+             "not_valid_after": now + datetime.timedelta(days=1)}
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("floe test CA")).issuer_name(name("floe test CA"))
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(valid["not_valid_before"]).not_valid_after(valid["not_valid_after"])
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    import ipaddress
+    cert = (x509.CertificateBuilder().subject_name(name("127.0.0.1")).issuer_name(ca.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(valid["not_valid_before"]).not_valid_after(valid["not_valid_after"])
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    paths = directory / "ca.pem", directory / "cert.pem", directory / "key.pem"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return paths
+
+
 class TokenProxy(_Service):
     """A reverse proxy in front of a REST catalog that is its own OAuth2 server.
 
@@ -258,11 +324,12 @@ class TokenProxy(_Service):
     else it gets 401 with an Iceberg ErrorModel; valid ones are relayed to the upstream catalog
     with the proxy's own upstream token. revoke() kills all tokens and the client credential.
     Counters: tokens_issued, expired_rejections (requests refused for an expired token) and
-    requests_forwarded.
+    requests_forwarded. With `tls` (a certificate and key file), it serves HTTPS.
     """
 
     def __init__(self, upstream_rest_uri: str, token_ttl_secs: int, upstream_credential: str | None = None,
-                 client_id: str = "floe-client", client_secret: str = "floe-proxy-secret"):
+                 client_id: str = "floe-client", client_secret: str = "floe-proxy-secret",
+                 tls: tuple[Path, Path] | None = None):
         self.upstream = urllib.parse.urlsplit(upstream_rest_uri)
         self.token_ttl_secs = token_ttl_secs
         self.upstream_credential = upstream_credential
@@ -275,6 +342,8 @@ class TokenProxy(_Service):
         # Storage properties handed to clients that ask for vended credentials
         # (`X-Iceberg-Access-Delegation: vended-credentials`) with each loaded table.
         self.vended: dict[str, str] | None = None
+        # The `storage-credentials` answered with them (default: `vended` for "s3://").
+        self.vended_storage_credentials: list[dict] | None = None
         self.vended_loads = 0
         self._tokens: dict[str, float] = {}  # token -> monotonic expiry
         self._revoked = False
@@ -285,7 +354,13 @@ class TokenProxy(_Service):
         self._server.daemon_threads = True
         self._server.proxy = self
         self.port = self._server.server_address[1]
-        self.rest_uri = f"http://127.0.0.1:{self.port}"
+        scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            scheme = "https"
+        self.rest_uri = f"{scheme}://127.0.0.1:{self.port}"
         self.token_url = f"{self.rest_uri}/v1/oauth/tokens"
         self._thread = None
 
@@ -409,7 +484,8 @@ class TokenProxy(_Service):
         """LoadTableResult with the credentials in `config` and `storage-credentials`."""
         result = json.loads(data)
         result["config"] = {**result.get("config", {}), **self.vended}
-        result["storage-credentials"] = [{"prefix": "s3://", "config": self.vended}]
+        result["storage-credentials"] = self.vended_storage_credentials or [
+            {"prefix": "s3://", "config": self.vended}]
         with self._lock:
             self.vended_loads += 1
         return json.dumps(result).encode()

@@ -104,7 +104,7 @@ def test_the_coordinator_holds_far_less_than_the_upload(ingested):
 def test_staging_files_are_gone_after_the_commit(ingested):
     server = ingested["server"]
     files = table_files(server, "big", "events")
-    assert not [f for f in files if "_staging" in str(f) or f.suffix == ".arrows"]
+    assert not [f for f in files if "_staging" in str(f)]
     data = [f for f in files if f.suffix == ".parquet"]
     table = server.pyiceberg().load_table("big.events")
     assert sorted(str(f) for f in data) == sorted(

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from conftest import Server, query
-from services import SeaweedFS, TokenProxy
+from services import SeaweedFS, TokenProxy, loopback_certificate
 
 TOKEN_TTL = 3
 READ = re.compile(r"reading data file .*file=(\S+)")
@@ -215,26 +215,84 @@ def test_concurrent_commits_from_floe_and_pyiceberg_all_land(lake):
     assert table.refresh().scan().to_arrow().num_rows == 16
 
 
+VENDING = '"header.X-Iceberg-Access-Delegation" = "vended-credentials"'
+
+
+def insert_one_row_through(tmp_path, weed, proxy, row_id, extra_properties="", env=None):
+    """A one-off coordinator on `proxy` inserts row `row_id` into sales.orders; returns how
+    many rows then have that id, and the coordinator's log."""
+    config = write_config(tmp_path / "floe.toml", weed, proxy, extra_properties)
+    env = {**(env or {}), "FLOE_CATALOG_PROPERTY_CREDENTIAL": proxy.credential}
+    server = Server(tmp_path / "data", ["--config", str(config)], env=env)
+    try:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"INSERT INTO sales.orders (id, region, amount) VALUES ({row_id}, 'eu', 1.0)")
+            got = query(cur, f"SELECT count(*) AS n FROM sales.orders WHERE id = {row_id}")
+        return got.to_pylist()[0]["n"], server.process.output()
+    finally:
+        server.stop()
+
+
 def test_vended_credentials_are_used_for_reads_and_writes(lake, tmp_path):
     """A coordinator with no S3 keys of its own asks for vended credentials; the catalog
     (the proxy) hands them out with each table it loads."""
     weed, proxy = lake["weed"], lake["proxy"]
     proxy.vended = {"s3.access-key-id": weed.access_key, "s3.secret-access-key": weed.secret_key}
-    config = write_config(tmp_path / "floe.toml", weed, proxy,
-                          '"header.X-Iceberg-Access-Delegation" = "vended-credentials"')
-    env = {"FLOE_CATALOG_PROPERTY_CREDENTIAL": proxy.credential}
-    server = Server(tmp_path / "data", ["--config", str(config)], env=env)
     try:
         loads = proxy.vended_loads
-        with server.connect() as conn, conn.cursor() as cur:
-            cur.execute("INSERT INTO sales.orders (id, region, amount) VALUES (50, 'eu', 5.0)")
-            got = query(cur, "SELECT count(*) AS n FROM sales.orders WHERE id = 50")
-        assert got.to_pylist() == [{"n": 1}]
+        count, log = insert_one_row_through(tmp_path, weed, proxy, 50, VENDING)
+        assert count == 1
         assert proxy.vended_loads > loads
-        assert weed.secret_key not in server.process.output()
+        assert weed.secret_key not in log
     finally:
         proxy.vended = None
-        server.stop()
+
+
+def test_the_most_specific_storage_credential_wins(lake, tmp_path):
+    """The catalog's `config` and a bucket-wide credential hold a wrong key; the credential
+    for the table's own location holds the right one, and is the one used."""
+    weed, proxy = lake["weed"], lake["proxy"]
+    location = lake["pyiceberg"].load_table("sales.orders").location()
+    wrong = {"s3.access-key-id": "not-a-key", "s3.secret-access-key": "not-a-secret"}
+    right = {"s3.access-key-id": weed.access_key, "s3.secret-access-key": weed.secret_key}
+    proxy.vended = wrong
+    proxy.vended_storage_credentials = [{"prefix": "s3://", "config": wrong},
+                                        {"prefix": location, "config": right}]
+    try:
+        assert insert_one_row_through(tmp_path, weed, proxy, 51, VENDING)[0] == 1
+    finally:
+        proxy.vended = proxy.vended_storage_credentials = None
+
+
+def test_replace_commits_through_the_rest_catalog(lake):
+    """A bulk ingest in mode `replace` is Floe's own commit (an `overwrite` snapshot),
+    sent to the REST catalog as a CommitTableRequest."""
+    pyiceberg = lake["pyiceberg"]
+    with lake["server"].connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE sales.snap (id BIGINT, v STRING)")
+        cur.execute("INSERT INTO sales.snap VALUES (1, 'x'), (2, 'y'), (3, 'z')")
+        before = pyiceberg.load_table("sales.snap")
+        rows = pa.table({"id": pa.array([10, 11], pa.int64()), "v": ["a", "b"]})
+        assert cur.adbc_ingest("snap", rows, mode="replace", db_schema_name="sales") == 2
+        got = query(cur, "SELECT id FROM sales.snap ORDER BY id")
+    assert got["id"].to_pylist() == [10, 11]
+    after = pyiceberg.load_table("sales.snap")
+    assert after.metadata.table_uuid == before.metadata.table_uuid
+    assert sorted(after.scan().to_arrow()["id"].to_pylist()) == [10, 11]
+    assert after.current_snapshot().summary.operation.value == "overwrite"
+    assert len(after.snapshots()) == len(before.snapshots()) + 1
+
+
+def test_a_catalog_served_over_https(lake, tmp_path):
+    """The REST catalog behind TLS, its CA trusted through SSL_CERT_FILE (the system's
+    roots otherwise)."""
+    weed = lake["weed"]
+    ca, cert, key = loopback_certificate(tmp_path)
+    with TokenProxy(weed.rest_uri, 60, upstream_credential=weed.credential, tls=(cert, key)) as proxy:
+        assert proxy.rest_uri.startswith("https://")
+        env = {**lake["secrets"], "SSL_CERT_FILE": str(ca)}
+        assert insert_one_row_through(tmp_path, weed, proxy, 52, env=env)[0] == 1
+        assert proxy.requests_forwarded > 0
 
 
 def test_a_revoked_credential_is_a_clear_error(lake):

@@ -10,9 +10,10 @@
 //! means, and retrying, is [`FloeCatalog::commit_changes`] (in `verified`).
 //!
 //! Implemented for the SQL catalog (the same `UPDATE … WHERE metadata_location = <old>`
-//! as iceberg-catalog-sql, written with sqlx's `Any` driver so PostgreSQL fits). A REST
-//! catalog would POST the same requirements and updates (`CommitTableRequest`) and let
-//! the server check them. The memory catalog keeps its state private: not supported.
+//! as iceberg-catalog-sql, written with sqlx's `Any` driver so PostgreSQL fits) and the
+//! REST catalog (the requirements and updates are POSTed as a `CommitTableRequest`; the
+//! server checks them and writes the metadata). The memory catalog keeps its state
+//! private: not supported.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -26,6 +27,8 @@ use iceberg::{
 use sqlx::AnyPool;
 use sqlx::any::AnyPoolOptions;
 
+use super::rest::RefreshingRestCatalog;
+use super::rest_api::CommitAnswer;
 use crate::error::FloeError;
 
 /// What one commit asks of a table: all requirements hold, then all updates apply.
@@ -63,11 +66,15 @@ pub enum Attempt {
     /// The swap itself failed: whether the pointer names the metadata of `table` (the
     /// table as it would be committed) must be read back.
     Uncertain { table: Table, error: Error },
+    /// The catalog could not say whether it committed, and there is no file of ours to
+    /// look for (a REST catalog that answered 5xx, or did not answer).
+    Unknown(Error),
 }
 
 /// How a kind of catalog commits [`TableChanges`].
 pub enum Committer {
     Sql(SqlCommitter),
+    Rest(Arc<RefreshingRestCatalog>),
     /// Why this catalog cannot commit changes iceberg's transactions cannot express.
     Unsupported(String),
 }
@@ -75,7 +82,7 @@ pub enum Committer {
 impl Committer {
     pub fn check(&self) -> Result<()> {
         match self {
-            Committer::Sql(_) => Ok(()),
+            Committer::Sql(_) | Committer::Rest(_) => Ok(()),
             Committer::Unsupported(why) => Err(unsupported(why)),
         }
     }
@@ -91,8 +98,37 @@ impl Committer {
     ) -> Result<Attempt> {
         match self {
             Committer::Sql(sql) => sql.attempt(catalog, ident, changes).await,
+            Committer::Rest(rest) => rest_attempt(rest, catalog, ident, changes).await,
             Committer::Unsupported(why) => Err(unsupported(why)),
         }
+    }
+}
+
+/// One REST commit. The requirements are checked here first, so a commit that cannot
+/// hold is not sent; the server checks them again against the table as it is then.
+async fn rest_attempt(
+    rest: &RefreshingRestCatalog,
+    catalog: &dyn Catalog,
+    ident: &TableIdent,
+    changes: &TableChanges,
+) -> Result<Attempt> {
+    let table = catalog.load_table(ident).await?;
+    apply_changes(&table, changes)?;
+    match rest.commit(ident, changes).await? {
+        CommitAnswer::Committed(answer) => Ok(Attempt::Swapped(with_metadata(
+            &table,
+            answer.metadata,
+            &answer.metadata_location,
+        )?)),
+        CommitAnswer::Conflict(message) => Err(Error::new(
+            ErrorKind::CatalogCommitConflicts,
+            format!("the REST catalog refused the commit to table {ident}: {message}"),
+        )
+        .with_retryable(true)),
+        CommitAnswer::Unknown(message) => Ok(Attempt::Unknown(Error::new(
+            ErrorKind::Unexpected,
+            format!("the REST catalog did not confirm the commit to table {ident}: {message}"),
+        ))),
     }
 }
 
@@ -112,7 +148,10 @@ pub fn apply_changes(table: &Table, changes: &TableChanges) -> Result<(TableMeta
         builder = update.clone().apply(builder)?;
     }
     let metadata = builder.build()?.metadata;
-    let location = MetadataLocation::from_str(current)?
+    // Another writer's naming (e.g. `v2.metadata.json`): a new name in Iceberg's own.
+    let current = MetadataLocation::from_str(current)
+        .unwrap_or_else(|_| MetadataLocation::new_with_metadata(metadata.location(), &metadata));
+    let location = current
         .with_next_version()
         .with_new_metadata(&metadata)
         .to_string();

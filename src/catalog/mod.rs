@@ -5,7 +5,9 @@
 //! (`commit`).
 
 pub mod commit;
+pub mod credentials;
 pub mod rest;
+pub mod rest_api;
 pub mod storage;
 pub mod verified;
 
@@ -80,10 +82,10 @@ pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn FloeCatalog>> {
                 props.remove(SQL_CATALOG_PROP_WAREHOUSE);
             }
             let catalog = RefreshingRestCatalog::connect(&config.name, props, runtime).await?;
-            let committer = Committer::Unsupported(
-                "the REST catalog cannot commit this change (replace, overwrite) yet".to_string(),
-            );
-            (Arc::new(catalog) as Arc<dyn Catalog>, committer)
+            (
+                catalog.clone() as Arc<dyn Catalog>,
+                Committer::Rest(catalog),
+            )
         }
     };
     let catalog: Arc<dyn FloeCatalog> = Arc::new(VerifiedCatalog::new(catalog, committer));
@@ -194,8 +196,9 @@ const FILE_IO_CACHE: usize = 64;
 /// A property set as a map key.
 type SortedProps = Vec<(String, String)>;
 
-/// Property prefixes that configure storage access (the Iceberg/Java names).
-const STORAGE_PROP_PREFIXES: &[&str] = &["s3.", "client.", "gcs.", "adls.", "oss."];
+/// Property prefixes that configure storage access (the Iceberg/Java names, and Floe's
+/// credential lease).
+const STORAGE_PROP_PREFIXES: &[&str] = &["s3.", "client.", "gcs.", "adls.", "oss.", "floe."];
 
 impl StorageSpec {
     /// The storage part of a table's FileIO configuration.

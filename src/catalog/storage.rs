@@ -2,7 +2,8 @@
 //! bare path) through iceberg's own local storage, S3-compatible object storage (`s3:`,
 //! `s3a:`, `s3n:`) through iceberg-storage-opendal. The same factory serves the
 //! catalogs on the coordinator and the FileIOs executors rebuild from shipped
-//! properties, so a table reads and writes alike everywhere.
+//! properties, so a table reads and writes alike everywhere. Vended credentials that
+//! expire are renewed through their lease (`credentials`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -15,8 +16,10 @@ use iceberg::io::{
     FileMetadata, FileRead, FileWrite, InputFile, LocalFsStorageFactory, OutputFile, Storage,
     StorageConfig, StorageFactory,
 };
-use iceberg_storage_opendal::OpenDalStorageFactory;
+use iceberg_storage_opendal::{CustomAwsCredentialLoader, OpenDalStorageFactory};
 use serde::{Deserialize, Serialize};
+
+use super::credentials::LeasedS3Credentials;
 
 /// Builds [`FloeStorage`]s.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -58,8 +61,9 @@ impl FloeStorage {
         match scheme(path) {
             "" | "file" => built(&self.local, || LocalFsStorageFactory.build(&self.config)),
             "s3" | "s3a" | "s3n" => built(&self.s3, || {
+                let leased = LeasedS3Credentials::for_props(self.config.props())?;
                 OpenDalStorageFactory::S3 {
-                    customized_credential_load: None,
+                    customized_credential_load: leased.map(CustomAwsCredentialLoader::new),
                 }
                 .build(&self.config)
             }),

@@ -424,6 +424,7 @@ impl FloeCatalog for VerifiedCatalog {
             let (table, error) = match attempted {
                 Attempt::Swapped(table) => (table, None),
                 Attempt::Uncertain { table, error } => (table, Some(error)),
+                Attempt::Unknown(error) => return Err(unknown(&what, error)),
                 Attempt::RaceLost => {
                     if attempt < SWAP_ATTEMPTS {
                         tokio::time::sleep(RETRY_PAUSE / 4).await;

@@ -62,6 +62,8 @@ fn function_registry() -> BallistaFunctionRegistry {
 
 /// Runs an executor until SIGINT/SIGTERM.
 pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
+    let coordinator = format!("{}:{}", options.scheduler_host, options.scheduler_port);
+    crate::catalog::credentials::set_coordinator(coordinator);
     run_executor_with(|| Ok(options.clone())).await
 }
 

@@ -6,6 +6,7 @@
 //! round trip); the scheduler plans physically with that context, cuts stages and
 //! ships them to executors through [`FloePhysicalCodec`](crate::codec::FloePhysicalCodec).
 
+mod coordinator_service;
 mod executor;
 mod jobs;
 mod task_errors;
@@ -18,7 +19,7 @@ use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::extension::SessionConfigExt;
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
-use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service};
+use ballista_scheduler::scheduler_process::create_scheduler;
 use ballista_scheduler::scheduler_server::SchedulerServer;
 use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -107,7 +108,7 @@ impl Cluster {
         })?);
         let service = scheduler.clone();
         tokio::spawn(async move {
-            if let Err(e) = start_grpc_service(addr, service).await {
+            if let Err(e) = coordinator_service::serve(addr, service).await {
                 tracing::error!("scheduler service stopped: {e}");
             }
         });

@@ -151,6 +151,7 @@ pub async fn plan_scan(
     filters: &[Expr],
     target_partitions: usize,
 ) -> Result<IcebergScanExec> {
+    let table = &on_current_runtime(table)?;
     let metadata = table.metadata();
     let schema = metadata.current_schema().clone();
     let fields = schema.as_struct().fields();
@@ -278,8 +279,24 @@ fn filled_without_file(metadata: &iceberg::spec::TableMetadata, schema: &Schema)
     partition_sources.chain(defaults).collect()
 }
 
-/// Iceberg's planner returns an empty stream, not an error, when its runtime is gone:
-/// a snapshot that has files must never scan to nothing without a filter.
+/// The table, planning on the runtime this statement runs on. Iceberg's planner spawns
+/// its work on the table's runtime and, when that runtime is gone, returns an empty
+/// stream rather than an error: a table loaded on another runtime must not plan there.
+fn on_current_runtime(table: &Table) -> Result<Table> {
+    let mut builder = Table::builder()
+        .file_io(table.file_io().clone())
+        .identifier(table.identifier().clone())
+        .metadata(table.metadata_ref())
+        .runtime(iceberg::Runtime::try_current()?);
+    if let Some(location) = table.metadata_location() {
+        builder = builder.metadata_location(location);
+    }
+    Ok(builder.build()?)
+}
+
+/// The second line of defence against an empty stream for a lost runtime (see
+/// [`on_current_runtime`]): a snapshot that has files never scans to nothing without a
+/// filter.
 fn guard_against_lost_files(
     tasks: &[FileScanTask],
     filtered: bool,

@@ -32,7 +32,7 @@
 //! 5. **An ingest stages its upload inside the write's directory.** A bulk ingest
 //!    chooses its write id before the upload arrives and spools the upload into
 //!    staging files under [`staging_location`], `<write directory>/_staging/`
-//!    (`<write id>-NNNNN.arrows`, see `staging`), written through the table's `FileIO`.
+//!    (`<write id>-NNNNN.parquet`, see `staging`), written through the table's `FileIO`.
 //!    No commit references them, so they are never table data (and the leading `_`
 //!    hides the directory from tools that list data directories). The coordinator
 //!    deletes them once the write job has ended, whatever its outcome

@@ -1,0 +1,131 @@
+//! What the coordinator serves on the scheduler port besides Ballista's scheduler: one
+//! Flight action, for executors to renew a table's vended storage credentials
+//! (`catalog::credentials`). Executors already reach that port, and the action needs no
+//! other credential than the lease id the plan carried.
+
+use std::net::SocketAddr;
+
+use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+};
+use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
+use futures::stream::{self, BoxStream};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::{MAX_MESSAGE_SIZE, Scheduler};
+use crate::catalog::credentials::{self, RENEW_ACTION};
+
+/// Serves the scheduler and the coordinator's own actions on `addr` (as Ballista's own
+/// `start_grpc_service` does, with the peer address that executors registering from
+/// an unspecified host need).
+pub async fn serve(addr: SocketAddr, scheduler: Scheduler) -> std::io::Result<()> {
+    let scheduler = SchedulerGrpcServer::new(scheduler)
+        .max_decoding_message_size(MAX_MESSAGE_SIZE)
+        .max_encoding_message_size(MAX_MESSAGE_SIZE);
+    let mut routes = tonic::service::RoutesBuilder::default();
+    routes
+        .add_service(scheduler)
+        .add_service(FlightServiceServer::new(CoordinatorService));
+    let router = routes.routes().into_axum_router();
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await
+}
+
+struct CoordinatorService;
+
+type Stream<T> = BoxStream<'static, Result<T, Status>>;
+
+fn only_actions<T>() -> Result<T, Status> {
+    Err(Status::unimplemented(
+        "the scheduler port serves Floe's executors; clients connect to the Flight SQL port",
+    ))
+}
+
+#[tonic::async_trait]
+impl FlightService for CoordinatorService {
+    type HandshakeStream = Stream<HandshakeResponse>;
+    type ListFlightsStream = Stream<FlightInfo>;
+    type DoGetStream = Stream<FlightData>;
+    type DoPutStream = Stream<PutResult>;
+    type DoExchangeStream = Stream<FlightData>;
+    type DoActionStream = Stream<arrow_flight::Result>;
+    type ListActionsStream = Stream<ActionType>;
+
+    async fn do_action(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<Self::DoActionStream>, Status> {
+        let action = request.into_inner();
+        if action.r#type != RENEW_ACTION {
+            return only_actions();
+        }
+        let id = String::from_utf8_lossy(&action.body).into_owned();
+        let renew = credentials::renew_here(&id).ok_or_else(|| {
+            Status::permission_denied("unknown or ended storage credential lease")
+        })?;
+        let props = renew().await.map_err(|e| {
+            Status::unavailable(format!("cannot renew the storage credentials: {e}"))
+        })?;
+        let body = serde_json::to_vec(&props).map_err(|e| Status::internal(e.to_string()))?;
+        let answer = arrow_flight::Result { body: body.into() };
+        Ok(Response::new(Box::pin(stream::iter([Ok(answer)]))))
+    }
+
+    async fn handshake(
+        &self,
+        _: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Self::HandshakeStream>, Status> {
+        only_actions()
+    }
+    async fn list_flights(
+        &self,
+        _: Request<Criteria>,
+    ) -> Result<Response<Self::ListFlightsStream>, Status> {
+        only_actions()
+    }
+    async fn get_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        only_actions()
+    }
+    async fn poll_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<PollInfo>, Status> {
+        only_actions()
+    }
+    async fn get_schema(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<SchemaResult>, Status> {
+        only_actions()
+    }
+    async fn do_get(&self, _: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        only_actions()
+    }
+    async fn do_put(
+        &self,
+        _: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
+        only_actions()
+    }
+    async fn do_exchange(
+        &self,
+        _: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        only_actions()
+    }
+    async fn list_actions(
+        &self,
+        _: Request<Empty>,
+    ) -> Result<Response<Self::ListActionsStream>, Status> {
+        only_actions()
+    }
+}
