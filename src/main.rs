@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use floe::cluster::{ExecutorOptions, run_executor};
+use floe::cluster::{ExecutorOptions, memory_share, run_executor};
 use floe::config::{ServeArgs, ServeConfig, cpus};
 use floe::error::{FloeError, Result};
 
@@ -43,6 +43,10 @@ struct ExecutorArgs {
     /// Concurrent tasks (default: number of CPUs).
     #[arg(long, env = "FLOE_EXECUTOR_SLOTS")]
     slots: Option<usize>,
+    /// Memory all tasks may hold, in MiB, shared equally by the slots (default: three
+    /// quarters of the machine's memory).
+    #[arg(long, env = "FLOE_EXECUTOR_MEMORY_MB", value_parser = clap::value_parser!(u64).range(1..))]
+    memory_mb: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -98,6 +102,10 @@ async fn executor(args: ExecutorArgs) -> Result<()> {
         bind: args.bind,
         grpc_port,
         slots: args.slots.unwrap_or_else(cpus),
+        memory_limit: args
+            .memory_mb
+            .map(|mb| mb * 1024 * 1024)
+            .or_else(|| memory_share(0.75)),
     })
     .await
 }

@@ -26,7 +26,13 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
     })
     .await?;
     let executors: Vec<_> = (0..config.local_executors)
-        .map(|_| spawn_local_executor(config.scheduler_addr, config.executor_slots))
+        .map(|_| {
+            spawn_local_executor(
+                config.scheduler_addr,
+                config.executor_slots,
+                config.executor_memory,
+            )
+        })
         .collect();
     cluster
         .wait_for_executors(config.local_executors, Duration::from_secs(60))

@@ -27,6 +27,10 @@ pub struct ExecutorOptions {
     /// Port the scheduler pushes tasks to.
     pub grpc_port: u16,
     pub slots: usize,
+    /// Memory all tasks may hold, in bytes, shared equally by the slots: an operator that
+    /// cannot spill (a hash join's build side) fails its statement beyond its share
+    /// (`RESOURCES_EXHAUSTED`) instead of the process running out. `None`: no limit.
+    pub memory_limit: Option<u64>,
 }
 
 fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
@@ -40,6 +44,7 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
         scheduler_host: options.scheduler_host.clone(),
         scheduler_port: options.scheduler_port,
         concurrent_tasks: options.slots,
+        memory_pool_size: options.memory_limit,
         task_scheduling_policy: TaskSchedulingPolicy::PushStaged,
         grpc_max_decoding_message_size: MAX_MESSAGE_SIZE as u32,
         grpc_max_encoding_message_size: MAX_MESSAGE_SIZE as u32,
@@ -91,7 +96,11 @@ const REGISTRATION_ATTEMPTS: u32 = 5;
 
 /// Starts an in-process executor on free loopback ports; it runs until SIGINT/SIGTERM,
 /// then finishes (or drops) its running tasks and ends.
-pub fn spawn_local_executor(scheduler: SocketAddr, slots: usize) -> JoinHandle<()> {
+pub fn spawn_local_executor(
+    scheduler: SocketAddr,
+    slots: usize,
+    memory_limit: Option<u64>,
+) -> JoinHandle<()> {
     let options = move || {
         Ok(ExecutorOptions {
             scheduler_host: scheduler_host(scheduler),
@@ -99,6 +108,7 @@ pub fn spawn_local_executor(scheduler: SocketAddr, slots: usize) -> JoinHandle<(
             bind: SocketAddr::from(([127, 0, 0, 1], free_port()?)),
             grpc_port: free_port()?,
             slots,
+            memory_limit,
         })
     };
     tokio::spawn(async move {
@@ -122,4 +132,18 @@ fn free_port() -> Result<u16> {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .map_err(|e| FloeError::internal(format!("no free port for an executor: {e}")))
+}
+
+/// `fraction` of the machine's memory (`MemTotal`), if it can be read.
+pub fn memory_share(fraction: f64) -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some((kib as f64 * 1024.0 * fraction) as u64)
 }

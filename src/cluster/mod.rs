@@ -9,6 +9,7 @@
 mod coordinator_service;
 mod executor;
 mod jobs;
+mod joins;
 mod task_errors;
 
 use std::net::SocketAddr;
@@ -22,10 +23,11 @@ use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
 use ballista_scheduler::scheduler_process::create_scheduler;
 use ballista_scheduler::scheduler_server::SchedulerServer;
 use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
-pub use executor::{ExecutorOptions, run_executor, spawn_local_executor};
+pub use executor::{ExecutorOptions, memory_share, run_executor, spawn_local_executor};
 pub use jobs::fetch_results;
 
 use crate::catalog::DEFAULT_NAMESPACE;
@@ -64,14 +66,17 @@ pub fn session_config(catalog_name: &str, target_partitions: usize) -> SessionCo
         .with_target_partitions(target_partitions);
     // Plain Utf8 for string literals: clients and Iceberg columns use it.
     config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+    joins::configure(&mut config);
     config
 }
 
 /// A plain DataFusion state: the scheduler plans physically with it.
 fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionState> {
+    let rules = joins::with_join_guards(PhysicalOptimizer::new().rules);
     Ok(SessionStateBuilder::new()
         .with_default_features()
         .with_config(config)
+        .with_physical_optimizer_rules(rules)
         .build())
 }
 

@@ -21,6 +21,7 @@ pub struct FileConfig {
     pub scheduler_addr: Option<String>,
     pub local_executors: Option<usize>,
     pub executor_slots: Option<usize>,
+    pub executor_memory_mb: Option<u64>,
     pub target_partitions: Option<usize>,
     pub statement_timeout_secs: Option<u64>,
     pub tls_cert: Option<PathBuf>,
@@ -110,6 +111,10 @@ pub struct ServeArgs {
     /// Task slots of each in-process executor (default: number of CPUs).
     #[arg(long, env = "FLOE_EXECUTOR_SLOTS")]
     pub executor_slots: Option<usize>,
+    /// Memory all in-process executors' tasks may hold, in MiB, shared equally by their
+    /// slots (default: half the machine's memory).
+    #[arg(long, env = "FLOE_EXECUTOR_MEMORY_MB")]
+    pub executor_memory_mb: Option<u64>,
     /// Partitions a scan is split into at most (default: number of CPUs).
     #[arg(long, env = "FLOE_TARGET_PARTITIONS")]
     pub target_partitions: Option<usize>,
@@ -217,6 +222,8 @@ pub struct ServeConfig {
     pub scheduler_addr: SocketAddr,
     pub local_executors: usize,
     pub executor_slots: usize,
+    /// Memory the tasks of each in-process executor may hold, in bytes; `None`: no limit.
+    pub executor_memory: Option<u64>,
     pub target_partitions: usize,
     /// Longest a statement's job may run; `None`: no limit.
     pub statement_timeout: Option<Duration>,
@@ -265,6 +272,12 @@ impl ServeConfig {
                 .or(file.executor_slots)
                 .unwrap_or_else(cpus),
         )?;
+        let executor_memory = match args.executor_memory_mb.or(file.executor_memory_mb) {
+            Some(0) => return Err(FloeError::invalid("executor_memory_mb: must be at least 1")),
+            Some(mb) => Some(mb * 1024 * 1024),
+            None => crate::cluster::memory_share(0.5),
+        }
+        .map(|total| total / local_executors.max(1) as u64);
         let target_partitions = positive(
             "target_partitions",
             args.target_partitions
@@ -356,6 +369,7 @@ impl ServeConfig {
             scheduler_addr,
             local_executors,
             executor_slots,
+            executor_memory,
             target_partitions,
             statement_timeout,
             catalog: CatalogConfig {

@@ -13,6 +13,7 @@ pub mod replace;
 pub mod scan;
 pub mod staged_scan;
 pub mod staging;
+pub mod statistics;
 pub mod write;
 pub mod write_protocol;
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use datafusion::common::stats::Precision;
+use datafusion::common::stats::{ColumnStatistics, Precision};
 use datafusion::common::{Result as DfResult, Statistics, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
@@ -36,6 +36,7 @@ use iceberg::table::Table;
 use super::constants;
 use super::filter::{Columns, filters_to_predicate};
 use super::nested::{fit_reshaped, in_file_shapes, reshaped_fields};
+use super::statistics;
 use super::{projected_arrow_schema, projected_id_schema};
 use crate::arrow_compat::conform_batch;
 use crate::catalog::StorageSpec;
@@ -54,6 +55,11 @@ pub struct IcebergScanExec {
     /// The output columns labelled with field ids, for fitting reshaped columns.
     id_schema: SchemaRef,
     properties: Arc<PlanProperties>,
+    /// Whether the scan returns every row of its files (no row filter, no deletes): its
+    /// row count is then exact.
+    reads_all_rows: bool,
+    /// Per output column, over the whole scan (see `statistics`); on the coordinator only.
+    column_statistics: Option<Vec<ColumnStatistics>>,
 }
 
 /// Everything about a scan except its tasks.
@@ -113,12 +119,16 @@ impl IcebergScanExec {
             EmissionType::Incremental,
             Boundedness::Bounded,
         ));
+        let reads_all_rows =
+            parts.predicate.is_none() && groups.iter().flatten().all(|t| t.deletes.is_empty());
         Ok(Self {
             parts,
             groups,
             output_schema,
             id_schema,
             properties,
+            reads_all_rows,
+            column_statistics: None,
         })
     }
 
@@ -228,7 +238,18 @@ pub async fn plan_scan(
         .map(|p| p.bind(schema.clone(), parts.case_sensitive))
         .transpose()?;
     let groups = group_tasks(tasks, target_partitions);
-    IcebergScanExec::try_new(parts, groups)
+    let mut scan = IcebergScanExec::try_new(parts, groups)?;
+    let columns = statistics::column_statistics(
+        table,
+        snapshot,
+        scan.groups.iter().flatten(),
+        &scan.parts.project_field_ids,
+        &scan.output_schema,
+        scan.reads_all_rows,
+    )
+    .await?;
+    scan.column_statistics = Some(columns);
+    Ok(scan)
 }
 
 /// Floe reads Parquet data files with Parquet position and equality deletes; anything
@@ -313,6 +334,19 @@ fn guard_against_lost_files(
         )));
     }
     Ok(())
+}
+
+/// Bytes a row of `schema` takes in memory, roughly: what the join planner compares with
+/// its broadcast threshold (the files' compressed size would understate it).
+fn estimated_row_width(schema: &SchemaRef) -> usize {
+    /// A guess for variable-width values (strings, binary, nested).
+    const VARIABLE_WIDTH: usize = 24;
+    schema
+        .fields()
+        .iter()
+        .map(|f| f.data_type().primitive_width().unwrap_or(VARIABLE_WIDTH))
+        .sum::<usize>()
+        .max(1)
 }
 
 /// Sorts tasks by (path, start) and bin-packs them by length into
@@ -403,12 +437,30 @@ impl ExecutionPlan for IcebergScanExec {
             None => self.groups.iter().flatten().collect(),
         };
         let rows: Option<u64> = tasks.iter().map(|t| t.record_count).sum();
-        let bytes: u64 = tasks.iter().map(|t| t.length).sum();
         let mut stats = Statistics::new_unknown(&self.output_schema);
         if let Some(rows) = rows {
-            stats.num_rows = Precision::Inexact(rows as usize);
+            let width = estimated_row_width(&self.output_schema);
+            stats.total_byte_size = Precision::Inexact(rows as usize * width);
+            stats.num_rows = if self.reads_all_rows {
+                Precision::Exact(rows as usize)
+            } else {
+                Precision::Inexact(rows as usize)
+            };
         }
-        stats.total_byte_size = Precision::Inexact(bytes as usize);
+        if let Some(columns) = &self.column_statistics {
+            stats.column_statistics = match partition {
+                None => columns.clone(),
+                // A part of the scan: the bounds still bound it, the counts do not.
+                Some(_) => columns
+                    .iter()
+                    .map(|c| ColumnStatistics {
+                        min_value: c.min_value.clone().to_inexact(),
+                        max_value: c.max_value.clone().to_inexact(),
+                        ..ColumnStatistics::new_unknown()
+                    })
+                    .collect(),
+            };
+        }
         Ok(stats)
     }
 

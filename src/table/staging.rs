@@ -22,6 +22,7 @@ use datafusion::execution::SendableRecordBatchStream;
 use datafusion::parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder};
 use datafusion::parquet::basic::Compression;
 use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
+use datafusion::physical_plan::common::spawn_buffered;
 use futures::{Stream, StreamExt, TryStreamExt};
 use iceberg::arrow::ArrowFileReader;
 use iceberg::io::{FileIO, FileMetadata, FileWrite};
@@ -45,15 +46,17 @@ pub struct StagedFile {
 
 /// Writes `upload` into staging files under `location`, as it arrives, starting a new
 /// file once one holds `file_bytes`; returns the files in upload order. Holds at most
-/// one batch and one write chunk in memory. On an error, files already written stay:
+/// three batches and one write chunk in memory. On an error, files already written stay:
 /// the caller deletes `location`.
 pub async fn spool(
-    mut upload: SendableRecordBatchStream,
+    upload: SendableRecordBatchStream,
     file_io: &FileIO,
     location: &str,
     name_prefix: &str,
     file_bytes: u64,
 ) -> Result<Vec<StagedFile>> {
+    // Decoding the upload and encoding the files each take a core: side by side.
+    let mut upload = spawn_buffered(upload, 2);
     let schema = upload.schema();
     let mut staged = Vec::new();
     let mut current: Option<StagingWriter> = None;

@@ -1,0 +1,106 @@
+"""Join strategies on the cluster: every join type answers as DuckDB does on the same rows,
+whether Floe broadcasts the small side or shuffles both (the outer-join broadcast bug,
+apache/datafusion-ballista#1055, must not come back), on a coordinator with two
+`floe executor` processes and several probe tasks."""
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from conftest import Server, query
+
+SMALL = [(1, 10), (2000, 20), (9001, 30), (3999, 40), (9002, 50), (None, 60)]
+
+QUERIES = {
+    "inner": "SELECT count(*) FROM small JOIN big ON small.k = big.k",
+    "left, small preserved": "SELECT count(*) FROM small LEFT JOIN big ON small.k = big.k",
+    "right, small preserved": "SELECT count(*) FROM big RIGHT JOIN small ON small.k = big.k",
+    "left, big preserved": "SELECT count(*) FROM big LEFT JOIN small ON small.k = big.k",
+    "full": "SELECT count(*) FROM small FULL JOIN big ON small.k = big.k",
+    "semi, small in big": "SELECT count(*) FROM small WHERE k IN (SELECT k FROM big)",
+    "anti, small not in big": "SELECT count(*) FROM small WHERE NOT EXISTS "
+                              "(SELECT 1 FROM big WHERE big.k = small.k)",
+    "null-aware anti": "SELECT count(*) FROM small WHERE k NOT IN (SELECT k FROM big)",
+    "null-aware anti, NULL inside": "SELECT count(*) FROM small WHERE k NOT IN "
+                                    "(SELECT CASE WHEN k = 0 THEN NULL ELSE k END FROM big)",
+    "semi, big in small": "SELECT count(*) FROM big WHERE k IN (SELECT k FROM small)",
+    "anti, big not in small": "SELECT count(*) FROM big WHERE NOT EXISTS "
+                              "(SELECT 1 FROM small WHERE big.k = small.k)",
+    "rows of a left join": "SELECT small.v, big.v AS w FROM small LEFT JOIN big ON small.k = big.k",
+}
+
+
+@pytest.fixture(scope="module")
+def join_server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("joins")
+    server = Server(root / "floe", ["--local-executors", "0", "--target-partitions", "4"])
+    executors = [server.start_executor(root / f"executor{i}.log", slots=2) for i in range(2)]
+    try:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE big (k INT, v INT)")
+            for part in range(4):  # four files
+                rows = ", ".join(f"({k}, {k})" for k in range(part * 1000, (part + 1) * 1000))
+                cur.execute(f"INSERT INTO big VALUES {rows}")
+            cur.execute("CREATE TABLE small (k INT, v INT)")
+            for half in (SMALL[:3], SMALL[3:]):  # two files
+                rows = ", ".join(f"({'NULL' if k is None else k}, {v})" for k, v in half)
+                cur.execute(f"INSERT INTO small VALUES {rows}")
+        reference = duckdb.connect()
+        reference.register("big", pa.table({"k": pa.array(range(4000), pa.int32()),
+                                            "v": pa.array(range(4000), pa.int32())}))
+        reference.register("small", pa.table({"k": pa.array([k for k, _ in SMALL], pa.int32()),
+                                              "v": pa.array([v for _, v in SMALL], pa.int32())}))
+        yield server, reference
+    finally:
+        for executor in executors:
+            executor.stop()
+        server.stop()
+
+
+def rows(table: pa.Table):
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
+@pytest.mark.parametrize("name", QUERIES)
+def test_each_join_type_answers_as_duckdb_does(join_server, name):
+    server, reference = join_server
+    sql = QUERIES[name]
+    with server.connect() as conn, conn.cursor() as cur:
+        got = rows(query(cur, sql))
+    assert got == rows(reference.sql(sql).to_arrow_table()), name
+
+
+def plan_of(server, sql):
+    with server.connect() as conn, conn.cursor() as cur:
+        return "\n".join(query(cur, f"EXPLAIN {sql}")["plan"].to_pylist())
+
+
+def test_a_small_build_side_is_broadcast_where_that_is_correct(join_server):
+    server, _ = join_server
+    # The small side is broadcast when the big side's rows are the ones kept (inner, big
+    # LEFT JOIN small); a join that must emit the small side's unmatched rows shuffles
+    # both sides instead.
+    assert "mode=CollectLeft" in plan_of(server, QUERIES["inner"])
+    assert "mode=CollectLeft" in plan_of(server, QUERIES["left, big preserved"])
+    for kept in ["left, small preserved", "right, small preserved", "full"]:
+        plan = plan_of(server, QUERIES[kept])
+        assert "mode=Partitioned" in plan and "mode=CollectLeft" not in plan, kept
+
+
+def test_a_build_side_over_the_memory_budget_fails_cleanly(tmp_path):
+    """Hash joins cannot spill: past its share of the executor's memory a join fails its
+    statement with RESOURCE_EXHAUSTED, and the server goes on."""
+    import adbc_driver_manager
+
+    server = Server(tmp_path / "floe", ["--executor-memory-mb", "4", "--executor-slots", "1",
+                                        "--target-partitions", "1"])
+    try:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE wide (k BIGINT, pad STRING)")
+            cur.execute("INSERT INTO wide SELECT value, repeat('x', 100) FROM generate_series(1, 200000)")
+            with pytest.raises(adbc_driver_manager.Error) as err:
+                query(cur, "SELECT count(*) FROM wide a JOIN wide b ON a.k = b.k AND a.pad = b.pad")
+            assert "(ResourceExhausted;" in str(err.value), str(err.value)
+            assert query(cur, "SELECT count(*) AS n FROM wide WHERE k < 10").to_pylist() == [{"n": 9}]
+    finally:
+        server.stop()

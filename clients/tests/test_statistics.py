@@ -1,0 +1,60 @@
+"""Statistics from manifests: `count(*)`, and `min`/`max` of columns whose bounds are the
+values themselves, are answered from the manifests alone, with no data file read; where the
+manifests cannot answer exactly (a row filter, float or string bounds), the data is read."""
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from conftest import query
+
+
+def physical_plan(cur, sql):
+    t = query(cur, f"EXPLAIN {sql}")
+    return next(p for kind, p in zip(t["plan_type"].to_pylist(), t["plan"].to_pylist())
+                if "physical" in kind)
+
+
+def data_files(server, schema, table):
+    return [p for p in (Path(server.data_dir) / "warehouse" / schema / table / "data").rglob("*.parquet")]
+
+
+def test_count_min_max_come_from_the_manifests_alone(server, cur, schema):
+    cur.execute(f"CREATE TABLE {schema}.m (id BIGINT, name STRING, x DOUBLE, d DATE)")
+    cur.execute(f"INSERT INTO {schema}.m VALUES (1, 'a', 1.5, DATE '2020-01-01'), "
+                f"(5, NULL, 2.5, DATE '2021-01-01')")
+    cur.execute(f"INSERT INTO {schema}.m VALUES (-3, 'zz', NULL, DATE '2019-05-05')")
+    exact = f"SELECT count(*) AS n, count(name) AS names, min(id) AS lo, max(id) AS hi, " \
+            f"max(d) AS last FROM {schema}.m"
+    assert "IcebergScanExec" not in physical_plan(cur, exact)
+    # With the data files gone, only what the manifests answer can still be answered.
+    files = data_files(server, schema, "m")
+    assert len(files) == 2
+    for f in files:
+        f.unlink()
+    got = query(cur, exact).to_pylist()[0]
+    assert got["n"] == 3 and got["names"] == 2 and (got["lo"], got["hi"]) == (-3, 5)
+    assert str(got["last"]) == "2021-01-01"
+
+
+def test_what_the_manifests_cannot_answer_exactly_is_read(cur, schema):
+    cur.execute(f"CREATE TABLE {schema}.r (id BIGINT, name STRING, x DOUBLE)")
+    cur.execute(f"INSERT INTO {schema}.r VALUES (1, 'abcdefghijklmnopqrstuvwxyz', 1.5), (2, 'b', 'NaN')")
+    for sql, answer in [
+        (f"SELECT count(*) AS v FROM {schema}.r WHERE id > 1", 1),  # a row filter
+        (f"SELECT max(x) AS v FROM {schema}.r", float("nan")),  # NaN is outside float bounds
+        (f"SELECT max(name) AS v FROM {schema}.r", "b"),  # string bounds may be truncated
+    ]:
+        assert "IcebergScanExec" in physical_plan(cur, sql), sql
+        got = query(cur, sql).to_pylist()[0]["v"]
+        assert got == answer or (got != got and answer != answer), (sql, got)
+
+
+def test_a_table_written_by_pyiceberg_answers_from_its_manifests(server, cur, catalog, schema):
+    table = catalog.create_table(f"{schema}.py", schema=pa.schema([("k", pa.int32()), ("v", pa.int64())]))
+    for start in (0, 100, 1000):
+        table.append(pa.table({"k": pa.array(range(start, start + 10), pa.int32()),
+                               "v": pa.array([None] * 3 + list(range(7)), pa.int64())}))
+    sql = f"SELECT count(*) AS n, count(v) AS vs, min(k) AS lo, max(k) AS hi FROM {schema}.py"
+    assert "IcebergScanExec" not in physical_plan(cur, sql)
+    assert query(cur, sql).to_pylist() == [{"n": 30, "vs": 21, "lo": 0, "hi": 1009}]

@@ -1,0 +1,218 @@
+//! Column statistics of a planned scan, from the manifests of its snapshot: null counts,
+//! minimum and maximum of each output column over the files the scan reads. The join
+//! planner needs them to estimate join sizes (a key's range bounds its distinct values),
+//! and exact ones answer `count(*)`, `min` and `max` without reading data files.
+//!
+//! Exact only when true: the scan reads every row of its files (no delete files, no row
+//! filter), every file records the column's metric, and the bound is the value itself
+//! (integers, decimals, dates, times; string and binary bounds may be cut short, and
+//! float bounds leave NaN out, so those are bounds only). Otherwise the values are
+//! bounds (`Inexact`) or absent.
+
+use std::collections::{HashMap, HashSet};
+
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::ScalarValue;
+use datafusion::common::stats::{ColumnStatistics, Precision};
+use futures::{StreamExt, TryStreamExt};
+use iceberg::scan::FileScanTask;
+use iceberg::spec::{
+    Datum, ManifestContentType, ManifestFile, ManifestList, PrimitiveLiteral, PrimitiveType,
+    Snapshot,
+};
+use iceberg::table::Table;
+
+use crate::error::Result;
+
+/// Scans over more data files than this get no column statistics: reading their
+/// manifests a second time would cost more than the estimates are worth.
+const MAX_FILES: usize = 10_000;
+
+/// Manifests read at once.
+const CONCURRENT_READS: usize = 8;
+
+/// Column statistics for `fields` (output columns, by field id, typed as `schema`), over
+/// the files of `tasks`; all absent when they cannot be had cheaply.
+pub async fn column_statistics<'t>(
+    table: &Table,
+    snapshot: &Snapshot,
+    tasks: impl Iterator<Item = &'t FileScanTask>,
+    fields: &[i32],
+    schema: &SchemaRef,
+    reads_all_rows: bool,
+) -> Result<Vec<ColumnStatistics>> {
+    let absent = || vec![ColumnStatistics::new_unknown(); fields.len()];
+    let files: HashSet<&str> = tasks.map(|t| t.data_file_path.as_str()).collect();
+    if files.is_empty() || files.len() > MAX_FILES {
+        return Ok(absent());
+    }
+    let wanted: HashSet<i32> = fields.iter().copied().collect();
+    let mut metrics = Metrics::default();
+    let file_io = table.file_io();
+    let bytes = file_io.new_input(snapshot.manifest_list())?.read().await?;
+    let list = ManifestList::parse_with_version(&bytes, table.metadata().format_version())?;
+    let data_manifests: Vec<ManifestFile> = list
+        .consume_entries()
+        .into_iter()
+        .filter(|m| m.content == ManifestContentType::Data)
+        .collect();
+    let mut manifests = futures::stream::iter(data_manifests)
+        .map(|m| {
+            let file_io = file_io.clone();
+            async move { m.load_manifest(&file_io).await }
+        })
+        .buffer_unordered(CONCURRENT_READS);
+    while let Some(manifest) = manifests.try_next().await? {
+        for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+            let file = entry.data_file();
+            if files.contains(file.file_path()) {
+                metrics.add(
+                    &wanted,
+                    file.null_value_counts(),
+                    file.lower_bounds(),
+                    file.upper_bounds(),
+                );
+            }
+        }
+    }
+    if metrics.files != files.len() {
+        // A file the manifests do not list (another snapshot's): no claims.
+        return Ok(absent());
+    }
+    Ok(fields
+        .iter()
+        .zip(schema.fields())
+        .map(|(id, field)| metrics.column(*id, field.data_type(), reads_all_rows))
+        .collect())
+}
+
+/// Per field id, over the files seen: the sum of null counts and the extreme bounds,
+/// with the number of files that recorded each.
+#[derive(Default)]
+struct Metrics {
+    files: usize,
+    nulls: HashMap<i32, (u64, usize)>,
+    lower: HashMap<i32, (Datum, usize)>,
+    upper: HashMap<i32, (Datum, usize)>,
+}
+
+impl Metrics {
+    fn add(
+        &mut self,
+        wanted: &HashSet<i32>,
+        nulls: &HashMap<i32, u64>,
+        lower: &HashMap<i32, Datum>,
+        upper: &HashMap<i32, Datum>,
+    ) {
+        self.files += 1;
+        for id in wanted {
+            if let Some(n) = nulls.get(id) {
+                let entry = self.nulls.entry(*id).or_insert((0, 0));
+                *entry = (entry.0 + n, entry.1 + 1);
+            }
+            if let Some(v) = lower.get(id) {
+                extend(&mut self.lower, *id, v, |new, old| new < old);
+            }
+            if let Some(v) = upper.get(id) {
+                extend(&mut self.upper, *id, v, |new, old| new > old);
+            }
+        }
+    }
+
+    fn column(&self, id: i32, data_type: &DataType, exact_rows: bool) -> ColumnStatistics {
+        let everywhere = |seen: usize| seen == self.files;
+        let mut column = ColumnStatistics::new_unknown();
+        if let Some((nulls, seen)) = self.nulls.get(&id) {
+            column.null_count = if exact_rows && everywhere(*seen) {
+                Precision::Exact(*nulls as usize)
+            } else {
+                Precision::Inexact(*nulls as usize)
+            };
+        }
+        let bound = |bounds: &HashMap<i32, (Datum, usize)>| {
+            let (datum, seen) = bounds.get(&id)?;
+            let value = scalar(datum, data_type)?;
+            Some(if exact_rows && everywhere(*seen) && is_the_value(datum) {
+                Precision::Exact(value)
+            } else {
+                Precision::Inexact(value)
+            })
+        };
+        // Bounds recorded by only some files bound nothing.
+        if let Some(min) = bound(&self.lower).filter(|_| self.all_recorded(&self.lower, id)) {
+            column.min_value = min;
+        }
+        if let Some(max) = bound(&self.upper).filter(|_| self.all_recorded(&self.upper, id)) {
+            column.max_value = max;
+        }
+        column
+    }
+
+    fn all_recorded(&self, bounds: &HashMap<i32, (Datum, usize)>, id: i32) -> bool {
+        bounds.get(&id).is_some_and(|(_, seen)| *seen == self.files)
+    }
+}
+
+fn extend(
+    bounds: &mut HashMap<i32, (Datum, usize)>,
+    id: i32,
+    value: &Datum,
+    better: impl Fn(&Datum, &Datum) -> bool,
+) {
+    match bounds.get_mut(&id) {
+        Some((current, seen)) => {
+            if better(value, current) {
+                *current = value.clone();
+            }
+            *seen += 1;
+        }
+        None => {
+            bounds.insert(id, (value.clone(), 1));
+        }
+    }
+}
+
+/// Whether a bound is a value of the column, not only a bound: writers may cut string
+/// and binary bounds short (Iceberg's default keeps 16 characters), and float bounds
+/// leave NaN out.
+fn is_the_value(datum: &Datum) -> bool {
+    !matches!(
+        datum.literal(),
+        PrimitiveLiteral::String(_)
+            | PrimitiveLiteral::Binary(_)
+            | PrimitiveLiteral::Float(_)
+            | PrimitiveLiteral::Double(_)
+    )
+}
+
+/// A bound as a value of the output column's type; `None` for types without a plain
+/// Arrow counterpart here (UUID, fixed, binary, nanosecond times).
+fn scalar(datum: &Datum, data_type: &DataType) -> Option<ScalarValue> {
+    let value = match (datum.data_type(), datum.literal()) {
+        (PrimitiveType::Boolean, PrimitiveLiteral::Boolean(b)) => ScalarValue::Boolean(Some(*b)),
+        (PrimitiveType::Int, PrimitiveLiteral::Int(i)) => ScalarValue::Int32(Some(*i)),
+        (PrimitiveType::Date, PrimitiveLiteral::Int(i)) => ScalarValue::Date32(Some(*i)),
+        (PrimitiveType::Long, PrimitiveLiteral::Long(i)) => ScalarValue::Int64(Some(*i)),
+        (PrimitiveType::Time, PrimitiveLiteral::Long(i)) => {
+            ScalarValue::Time64Microsecond(Some(*i))
+        }
+        (PrimitiveType::Timestamp, PrimitiveLiteral::Long(i)) => {
+            ScalarValue::TimestampMicrosecond(Some(*i), None)
+        }
+        (PrimitiveType::Timestamptz, PrimitiveLiteral::Long(i)) => {
+            ScalarValue::TimestampMicrosecond(Some(*i), Some("+00:00".into()))
+        }
+        (PrimitiveType::Float, PrimitiveLiteral::Float(f)) => ScalarValue::Float32(Some(f.0)),
+        (PrimitiveType::Double, PrimitiveLiteral::Double(f)) => ScalarValue::Float64(Some(f.0)),
+        (PrimitiveType::String, PrimitiveLiteral::String(s)) => ScalarValue::Utf8(Some(s.clone())),
+        (PrimitiveType::Decimal { precision, scale }, PrimitiveLiteral::Int128(i)) => {
+            ScalarValue::Decimal128(Some(*i), u8::try_from(*precision).ok()?, *scale as i8)
+        }
+        _ => return None,
+    };
+    if value.data_type() == *data_type {
+        Some(value)
+    } else {
+        value.cast_to(data_type).ok()
+    }
+}
