@@ -68,7 +68,8 @@ fn scan_node_decodes_to_the_same_partitions_and_tasks() {
         task("file:///wh/t/data/d.parquet", 50),
         task("file:///wh/t/data/e.parquet", 700),
     ];
-    let scan = IcebergScanExec::try_new(scan_parts(), group_tasks(tasks, 3)).expect("valid scan");
+    let scan =
+        IcebergScanExec::try_new(scan_parts(), group_tasks(tasks, 3, 0)).expect("valid scan");
     assert_eq!(scan.groups.len(), 3);
 
     let decoded = round_trip(Arc::new(scan.clone()), &[]);

@@ -58,3 +58,21 @@ def test_a_table_written_by_pyiceberg_answers_from_its_manifests(server, cur, ca
     sql = f"SELECT count(*) AS n, count(v) AS vs, min(k) AS lo, max(k) AS hi FROM {schema}.py"
     assert "IcebergScanExec" not in physical_plan(cur, sql)
     assert query(cur, sql).to_pylist() == [{"n": 30, "vs": 21, "lo": 0, "hi": 1009}]
+
+
+def test_a_file_larger_than_the_split_size_is_read_in_ranges(cur, catalog, schema):
+    """`read.split.target-size`: one file of 20 row groups is read by several tasks, each
+    taking the row groups whose middle lies in its byte range; every row once."""
+    import re
+
+    table = catalog.create_table(
+        f"{schema}.split", schema=pa.schema([("k", pa.int64()), ("s", pa.string())]),
+        properties={"write.parquet.row-group-limit": "1000", "read.split.target-size": "40000"})
+    rows = 20_000
+    table.append(pa.table({"k": pa.array(range(rows), pa.int64()),
+                           "s": [f"row {i}" for i in range(rows)]}))
+    assert len(table.inspect.files()) == 1
+    sql = f"SELECT sum(k) AS total, count(DISTINCT s) AS names FROM {schema}.split"
+    tasks = int(re.search(r"files=(\d+)", physical_plan(cur, sql)).group(1))
+    assert tasks > 2, physical_plan(cur, sql)
+    assert query(cur, sql).to_pylist() == [{"total": sum(range(rows)), "names": rows}]

@@ -8,6 +8,7 @@
 //! group. Nothing is planned again on an executor.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -237,7 +238,8 @@ pub async fn plan_scan(
     parts.predicate = read_predicate
         .map(|p| p.bind(schema.clone(), parts.case_sensitive))
         .transpose()?;
-    let groups = group_tasks(tasks, target_partitions);
+    let split = Splitting::of(metadata.properties());
+    let groups = group_tasks(split.split(tasks), target_partitions, split.open_file_cost);
     let mut scan = IcebergScanExec::try_new(parts, groups)?;
     let columns = statistics::column_statistics(
         table,
@@ -349,23 +351,79 @@ fn estimated_row_width(schema: &SchemaRef) -> usize {
         .max(1)
 }
 
-/// Sorts tasks by (path, start) and bin-packs them by length into
-/// `min(target_partitions, tasks)` groups (at least one): largest task first into the
-/// least loaded group, ties broken by position. Deterministic for the same input.
+/// How a scan's files are cut into tasks (Iceberg's read properties).
+pub struct Splitting {
+    /// Files larger than this are read as byte ranges of about this size, by different
+    /// tasks (a row group belongs to the range holding its midpoint).
+    pub target_size: u64,
+    /// What opening a file costs, in bytes, when tasks are balanced over partitions.
+    pub open_file_cost: u64,
+}
+
+impl Splitting {
+    const TARGET_SIZE: &str = "read.split.target-size";
+    const OPEN_FILE_COST: &str = "read.split.open-file-cost";
+
+    pub fn of(properties: &HashMap<String, String>) -> Self {
+        let bytes = |key: &str, default: u64| {
+            properties
+                .get(key)
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|v| *v > 0)
+                .unwrap_or(default)
+        };
+        Self {
+            target_size: bytes(Self::TARGET_SIZE, 128 * 1024 * 1024),
+            open_file_cost: bytes(Self::OPEN_FILE_COST, 4 * 1024 * 1024),
+        }
+    }
+
+    /// Cuts the tasks of files larger than the target size into byte ranges. Files with
+    /// delete files stay whole (their deletes are by position in the whole file). The
+    /// ranges' row counts are shares that add up to the file's.
+    pub fn split(&self, tasks: Vec<FileScanTask>) -> Vec<FileScanTask> {
+        let mut out = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            let size = task.file_size_in_bytes;
+            if size <= self.target_size || !task.deletes.is_empty() || task.start != 0 {
+                out.push(task);
+                continue;
+            }
+            let pieces = size.div_ceil(self.target_size);
+            let rows = task.record_count;
+            for i in 0..pieces {
+                let start = i * self.target_size;
+                let mut piece = task.clone();
+                piece.start = start;
+                piece.length = self.target_size.min(size - start);
+                piece.record_count = rows.map(|r| r * (i + 1) / pieces - r * i / pieces);
+                out.push(piece);
+            }
+        }
+        out
+    }
+}
+
+/// Sorts tasks by (path, start) and bin-packs them by length (at least
+/// `open_file_cost`) into `min(target_partitions, tasks)` groups (at least one): largest
+/// task first into the least loaded group, ties broken by position. Deterministic for
+/// the same input.
 pub fn group_tasks(
     mut tasks: Vec<FileScanTask>,
     target_partitions: usize,
+    open_file_cost: u64,
 ) -> Vec<Vec<FileScanTask>> {
     tasks.sort_by(|a, b| (&a.data_file_path, a.start).cmp(&(&b.data_file_path, b.start)));
     let n = target_partitions.min(tasks.len()).max(1);
     let mut order: Vec<usize> = (0..tasks.len()).collect();
-    order.sort_by(|&a, &b| tasks[b].length.cmp(&tasks[a].length).then(a.cmp(&b)));
+    let weight = |task: &FileScanTask| task.length.max(open_file_cost).max(1);
+    order.sort_by(|&a, &b| weight(&tasks[b]).cmp(&weight(&tasks[a])).then(a.cmp(&b)));
 
     let mut assignment = vec![0usize; tasks.len()];
     let mut load = vec![0u64; n];
     for i in order {
         let group = (0..n).min_by_key(|&g| (load[g], g)).unwrap_or(0);
-        load[group] += tasks[i].length.max(1);
+        load[group] += weight(&tasks[i]);
         assignment[i] = group;
     }
     let mut groups = vec![Vec::new(); n];
@@ -441,7 +499,9 @@ impl ExecutionPlan for IcebergScanExec {
         if let Some(rows) = rows {
             let width = estimated_row_width(&self.output_schema);
             stats.total_byte_size = Precision::Inexact(rows as usize * width);
-            stats.num_rows = if self.reads_all_rows {
+            // Only the whole scan's count can be exact: a file read in ranges counts
+            // each range's share of its rows.
+            stats.num_rows = if self.reads_all_rows && partition.is_none() {
                 Precision::Exact(rows as usize)
             } else {
                 Precision::Inexact(rows as usize)

@@ -46,7 +46,7 @@ pub struct StagedFile {
 
 /// Writes `upload` into staging files under `location`, as it arrives, starting a new
 /// file once one holds `file_bytes`; returns the files in upload order. Holds at most
-/// three batches and one write chunk in memory. On an error, files already written stay:
+/// two batches and one row group in memory. On an error, files already written stay:
 /// the caller deletes `location`.
 pub async fn spool(
     upload: SendableRecordBatchStream,
@@ -56,7 +56,7 @@ pub async fn spool(
     file_bytes: u64,
 ) -> Result<Vec<StagedFile>> {
     // Decoding the upload and encoding the files each take a core: side by side.
-    let mut upload = spawn_buffered(upload, 2);
+    let mut upload = spawn_buffered(upload, 1);
     let schema = upload.schema();
     let mut staged = Vec::new();
     let mut current: Option<StagingWriter> = None;

@@ -10,15 +10,17 @@
 //! bounds (`Inexact`) or absent.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::ScalarValue;
 use datafusion::common::stats::{ColumnStatistics, Precision};
 use futures::{StreamExt, TryStreamExt};
+use iceberg::io::FileIO;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{
-    Datum, ManifestContentType, ManifestFile, ManifestList, PrimitiveLiteral, PrimitiveType,
-    Snapshot,
+    Datum, Manifest, ManifestContentType, ManifestFile, ManifestList, PrimitiveLiteral,
+    PrimitiveType, Snapshot,
 };
 use iceberg::table::Table;
 
@@ -57,10 +59,7 @@ pub async fn column_statistics<'t>(
         .filter(|m| m.content == ManifestContentType::Data)
         .collect();
     let mut manifests = futures::stream::iter(data_manifests)
-        .map(|m| {
-            let file_io = file_io.clone();
-            async move { m.load_manifest(&file_io).await }
-        })
+        .map(|m| cached_manifest(file_io.clone(), m))
         .buffer_unordered(CONCURRENT_READS);
     while let Some(manifest) = manifests.try_next().await? {
         for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
@@ -84,6 +83,36 @@ pub async fn column_statistics<'t>(
         .zip(schema.fields())
         .map(|(id, field)| metrics.column(*id, field.data_type(), reads_all_rows))
         .collect())
+}
+
+/// Manifest entries kept in the [`ManifestCache`] at most.
+const CACHED_ENTRIES: usize = 200_000;
+
+/// Manifests read before, by path. Iceberg never rewrites a manifest in place, so a path
+/// always names the same content; the planner's own cache lives and dies with each
+/// statement's table.
+#[derive(Default)]
+struct ManifestCache {
+    manifests: HashMap<String, Arc<Manifest>>,
+    /// Their entries, in all.
+    entries: usize,
+}
+
+static MANIFESTS: LazyLock<Mutex<ManifestCache>> = LazyLock::new(Mutex::default);
+
+async fn cached_manifest(file_io: FileIO, file: ManifestFile) -> Result<Arc<Manifest>> {
+    let cache = || MANIFESTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(hit) = cache().manifests.get(&file.manifest_path) {
+        return Ok(hit.clone());
+    }
+    let manifest = Arc::new(file.load_manifest(&file_io).await?);
+    let mut cache = cache();
+    if cache.entries + manifest.entries().len() > CACHED_ENTRIES {
+        *cache = ManifestCache::default();
+    }
+    cache.entries += manifest.entries().len();
+    cache.manifests.insert(file.manifest_path, manifest.clone());
+    Ok(manifest)
 }
 
 /// Per field id, over the files seen: the sum of null counts and the extreme bounds,
