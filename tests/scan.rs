@@ -150,3 +150,39 @@ async fn a_snapshot_with_files_that_plans_to_none_is_an_error() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_table_loaded_again_unchanged_is_the_warm_one() {
+    use floe::table::warm::warm;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (catalog, table) = table_with_one_file(dir.path()).await;
+    let first = warm(table);
+    let again = warm(catalog.load_table(first.identifier()).await.expect("load"));
+    assert!(
+        Arc::ptr_eq(&first.metadata_ref(), &again.metadata_ref()),
+        "the same metadata file gives the table kept before"
+    );
+    // Changed: a new metadata file, so a new table.
+    let tx = iceberg::transaction::Transaction::new(&again);
+    let changed = {
+        use iceberg::transaction::ApplyTransactionAction;
+        let tx = tx
+            .update_table_properties()
+            .set("k".into(), "v".into())
+            .apply(tx)
+            .expect("update");
+        tx.commit(&catalog).await.expect("commit")
+    };
+    let reloaded = warm(
+        catalog
+            .load_table(changed.identifier())
+            .await
+            .expect("load"),
+    );
+    assert_ne!(reloaded.metadata_location(), first.metadata_location());
+    assert_eq!(
+        reloaded.metadata().properties().get("k"),
+        Some(&"v".to_string())
+    );
+}

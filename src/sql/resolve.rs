@@ -251,7 +251,7 @@ impl StatementSchema {
         }
         let ident = TableIdent::new(self.namespace.clone(), name.to_string());
         let table = match self.catalog.load_table(&ident).await {
-            Ok(table) => table,
+            Ok(table) => crate::table::warm::warm(table),
             Err(e) if e.kind() == iceberg::ErrorKind::TableNotFound => return Ok(None),
             Err(e) => return Err(e.into()),
         };

@@ -14,6 +14,7 @@ pub mod scan;
 pub mod staged_scan;
 pub mod staging;
 pub mod statistics;
+pub mod warm;
 pub mod write;
 pub mod write_protocol;
 

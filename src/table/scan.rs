@@ -162,7 +162,6 @@ pub async fn plan_scan(
     filters: &[Expr],
     target_partitions: usize,
 ) -> Result<IcebergScanExec> {
-    let table = &on_current_runtime(table)?;
     let metadata = table.metadata();
     let schema = metadata.current_schema().clone();
     let fields = schema.as_struct().fields();
@@ -218,16 +217,29 @@ pub async fn plan_scan(
         .filter_map(|id| snapshot_schema.field_by_id(*id))
         .map(|f| f.name.clone())
         .collect();
-    let mut builder = table.scan().snapshot_id(snapshot.snapshot_id());
-    builder = if select.is_empty() {
-        builder.select_empty()
-    } else {
-        builder.select(select)
+    let planned = |table: Table| {
+        let (select, predicate) = (select.clone(), predicate.clone());
+        async move {
+            let mut builder = table.scan().snapshot_id(snapshot.snapshot_id());
+            builder = if select.is_empty() {
+                builder.select_empty()
+            } else {
+                builder.select(select)
+            };
+            if let Some(predicate) = predicate {
+                builder = builder.with_filter(predicate);
+            }
+            let tasks: Vec<FileScanTask> =
+                builder.build()?.plan_files().await?.try_collect().await?;
+            Ok::<_, FloeError>(tasks)
+        }
     };
-    if let Some(predicate) = predicate.clone() {
-        builder = builder.with_filter(predicate);
+    let mut tasks = planned(table.clone()).await?;
+    if tasks.is_empty() && data_files(snapshot.summary()) > 0 {
+        // Nothing planned may be the truth (a filter), or a lost runtime: ask again on
+        // this statement's runtime (see `on_current_runtime`).
+        tasks = planned(on_current_runtime(table)?).await?;
     }
-    let mut tasks: Vec<FileScanTask> = builder.build()?.plan_files().await?.try_collect().await?;
     for task in &mut tasks {
         let identity = constants::planned_constants(task, metadata, &schema);
         constants::attach(task, &identity, &schema)?;
@@ -304,7 +316,8 @@ fn filled_without_file(metadata: &iceberg::spec::TableMetadata, schema: &Schema)
 
 /// The table, planning on the runtime this statement runs on. Iceberg's planner spawns
 /// its work on the table's runtime and, when that runtime is gone, returns an empty
-/// stream rather than an error: a table loaded on another runtime must not plan there.
+/// stream rather than an error. An empty plan is therefore made again with this (the
+/// table's own keeps its manifest cache, shared by the statement's scans of it).
 fn on_current_runtime(table: &Table) -> Result<Table> {
     let mut builder = Table::builder()
         .file_io(table.file_io().clone())
@@ -325,11 +338,7 @@ fn guard_against_lost_files(
     filtered: bool,
     summary: &iceberg::spec::Summary,
 ) -> Result<()> {
-    let files: u64 = summary
-        .additional_properties
-        .get("total-data-files")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    let files = data_files(summary);
     if tasks.is_empty() && !filtered && files > 0 {
         return Err(FloeError::internal(format!(
             "scan planning returned no files for a snapshot with {files} data files"
@@ -402,6 +411,15 @@ impl Splitting {
         }
         out
     }
+}
+
+/// The data files a snapshot's summary counts (0 if it does not say).
+fn data_files(summary: &iceberg::spec::Summary) -> u64 {
+    summary
+        .additional_properties
+        .get("total-data-files")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Sorts tasks by (path, start) and bin-packs them by length (at least
