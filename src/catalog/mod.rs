@@ -203,14 +203,9 @@ const STORAGE_PROP_PREFIXES: &[&str] = &["s3.", "client.", "gcs.", "adls.", "oss
 impl StorageSpec {
     /// The storage part of a table's FileIO configuration.
     pub fn from_file_io(file_io: &FileIO) -> Self {
-        let props = file_io
-            .config()
-            .props()
-            .iter()
-            .filter(|(k, _)| STORAGE_PROP_PREFIXES.iter().any(|p| k.starts_with(p)))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        Self { props }
+        Self {
+            props: storage_only(file_io.config().props()),
+        }
     }
 
     /// A FileIO for the shipped properties (on executors). One per property set is kept
@@ -236,6 +231,16 @@ impl StorageSpec {
             })
             .clone()
     }
+}
+
+/// The properties that configure storage access, without catalog ones (URIs,
+/// credentials, tokens).
+pub fn storage_only(props: &HashMap<String, String>) -> HashMap<String, String> {
+    props
+        .iter()
+        .filter(|(k, _)| STORAGE_PROP_PREFIXES.iter().any(|p| k.starts_with(p)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 impl std::fmt::Debug for StorageSpec {

@@ -167,7 +167,9 @@ impl RefreshingRestCatalog {
                 let catalog = catalog.upgrade().ok_or_else(|| {
                     iceberg::Error::new(iceberg::ErrorKind::Unexpected, "the catalog is closed")
                 })?;
-                Ok(with_token!(catalog, catalog.api.load_table(&ident))?.storage_props)
+                let answer = with_token!(catalog, catalog.api.load_table(&ident))?;
+                // Renewals reach executors: never the catalog's own credential.
+                Ok(super::storage_only(&answer.file_io_props))
             })
         })
     }
@@ -325,7 +327,7 @@ impl Catalog for RefreshingRestCatalog {
     /// through which every FileIO built from them renews them (see `credentials`).
     async fn load_table(&self, table: &TableIdent) -> Result<Table> {
         let answer = with_token!(self, self.api.load_table(table))?;
-        let mut props = answer.storage_props;
+        let mut props = answer.file_io_props;
         if let Some(expires) = credentials_expiry(&props) {
             let key = format!("{}/{table}", self.name);
             let lease = credentials::open_lease(&key, self.renewal(table), expires);

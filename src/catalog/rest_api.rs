@@ -53,8 +53,8 @@ impl std::fmt::Debug for RestApi {
 pub struct TableAnswer {
     pub metadata: TableMetadata,
     pub metadata_location: Option<String>,
-    /// What the table's FileIO is built with.
-    pub storage_props: HashMap<String, String>,
+    /// What the table's FileIO is built with (catalog, table and credential properties).
+    pub file_io_props: HashMap<String, String>,
 }
 
 /// What the server said to a commit.
@@ -127,12 +127,12 @@ impl RestApi {
         }
         let result: LoadTableResult = json(response).await?;
         let location = result.metadata.location().to_string();
-        let storage_props =
-            self.table_storage_props(&location, result.config, result.storage_credentials);
+        let file_io_props =
+            self.table_file_io_props(&location, result.config, result.storage_credentials);
         Ok(TableAnswer {
             metadata: result.metadata,
             metadata_location: result.metadata_location,
-            storage_props,
+            file_io_props,
         })
     }
 
@@ -168,7 +168,7 @@ impl RestApi {
 
     /// The table's storage properties, least specific first: the catalog's, the table's
     /// `config`, the credential whose prefix is the longest one of `location`.
-    fn table_storage_props(
+    fn table_file_io_props(
         &self,
         location: &str,
         config: HashMap<String, String>,
