@@ -3,6 +3,7 @@ STS credentials that live 20 s (the store refuses them afterwards; the S3 signer
 them 10 s before), and Floe, holding no S3 keys of its own, runs statements that outlast
 them on a coordinator and two `floe executor` processes."""
 
+import re
 import time
 
 import pyarrow as pa
@@ -78,10 +79,14 @@ def test_vended_credentials_are_renewed_during_a_long_write(vending_lake):
         assert got.to_pylist() == [{"n": 12001, "s": sum(range(12000)) - 1}]
     table = vending_lake["pyiceberg"].load_table("vend.t")
     assert table.scan().to_arrow().num_rows == 12001
-    # Executors renewed their expired credentials at the coordinator.
-    renewed = ["renewing vended storage credentials" in e.output()[start:]
-               for e, start in zip(executors, logged)]
-    assert any(renewed), renewed
+    # Executors renewed their expired credentials at the coordinator, and got storage
+    # properties only: never the catalog's credential, token or address.
+    renewals = [line for e, start in zip(executors, logged) for line in e.output()[start:].splitlines()
+                if "renewed vended storage credentials" in line]
+    assert renewals
+    for line in renewals:
+        names = re.findall(r'"([^"]+)"', line.split("names=", 1)[1])
+        assert names and all(n.startswith(("s3.", "floe.")) for n in names), line
 
 
 def test_each_table_is_read_with_its_own_credentials(vending_lake):

@@ -257,7 +257,12 @@ impl ProvideCredential for LeasedS3Credentials {
             tracing::debug!("renewing vended storage credentials");
             let renewed = renew(&self.lease)
                 .await
-                .and_then(|props| Vended::from_props(&props))
+                .and_then(|props| {
+                    let mut names: Vec<&String> = props.keys().collect();
+                    names.sort();
+                    tracing::debug!(?names, "renewed vended storage credentials");
+                    Vended::from_props(&props)
+                })
                 .map_err(|e| {
                     reqsign_core::Error::credential_invalid(format!(
                         "cannot renew the table's storage credentials: {e}"
