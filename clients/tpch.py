@@ -25,20 +25,20 @@ def generate(scale: float, out_dir: Path, parts: int = 8) -> Path:
 
 def _plain_strings(table: pa.Table) -> pa.Table:
     """tpchgen writes string_view; Iceberg's string is Arrow's string."""
-    schema = pa.schema([
-        field.with_type(pa.string()) if field.type == pa.string_view() else field
-        for field in table.schema
-    ]).remove_metadata()
-    fields = [f.remove_metadata() for f in schema]
-    return table.cast(pa.schema(fields))
+    return table.cast(pa.schema([
+        pa.field(f.name, pa.string() if f.type == pa.string_view() else f.type, f.nullable)
+        for f in table.schema
+    ]))
 
 
 def load(catalog, data_dir: Path, namespace: str = "default") -> dict[str, list[str]]:
     """Creates the eight tables in `catalog` (a pyiceberg catalog), one append per generated
     file, so each table has as many data files; returns each table's data file paths."""
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError
+
     try:
         catalog.create_namespace(namespace)
-    except Exception:  # noqa: BLE001 - it exists (Floe creates `default`)
+    except NamespaceAlreadyExistsError:  # Floe creates `default`
         pass
     files = {}
     for name in TABLES:

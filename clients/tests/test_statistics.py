@@ -76,3 +76,30 @@ def test_a_file_larger_than_the_split_size_is_read_in_ranges(cur, catalog, schem
     tasks = int(re.search(r"files=(\d+)", physical_plan(cur, sql)).group(1))
     assert tasks > 2, physical_plan(cur, sql)
     assert query(cur, sql).to_pylist() == [{"total": sum(range(rows)), "names": rows}]
+
+
+def test_counts_from_manifests_agree_with_the_data_while_another_client_writes(server, cur, schema):
+    """A second client inserts while this one asks: the count answered from the manifests
+    and the count read from the data, in one statement, always describe the same snapshot."""
+    import threading
+
+    cur.execute(f"CREATE TABLE {schema}.busy (id BIGINT)")
+    done = threading.Event()
+
+    def insert():
+        with server.connect() as conn, conn.cursor() as writer:
+            for i in range(15):
+                writer.execute(f"INSERT INTO {schema}.busy VALUES ({i}), ({i + 100})")
+        done.set()
+
+    thread = threading.Thread(target=insert)
+    thread.start()
+    seen = set()
+    while not done.is_set():
+        row = query(cur, f"SELECT count(*) AS n, (SELECT count(*) FROM {schema}.busy "
+                         f"WHERE id >= 0) AS read FROM {schema}.busy").to_pylist()[0]
+        assert row["n"] == row["read"], row
+        seen.add(row["n"])
+    thread.join()
+    assert query(cur, f"SELECT count(*) AS n FROM {schema}.busy").to_pylist() == [{"n": 30}]
+    assert len(seen) > 1, seen

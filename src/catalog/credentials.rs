@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arrow_flight::Action;
 use futures::StreamExt;
@@ -169,6 +169,18 @@ fn ended() -> Error {
     )
 }
 
+/// When the storage credentials expire: the earliest `…expires-at-ms` property
+/// (`s3.session-token-expires-at-ms`, `adls.sas-token-expires-at-ms.<account>`,
+/// `gcs.oauth2.token-expires-at`, all milliseconds since the epoch).
+pub fn credentials_expiry(props: &HashMap<String, String>) -> Option<SystemTime> {
+    props
+        .iter()
+        .filter(|(k, _)| k.contains("expires-at"))
+        .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
+        .min()
+        .map(|ms| UNIX_EPOCH + Duration::from_millis(ms))
+}
+
 /// The credentials in a table's storage properties.
 struct Vended {
     credential: AwsCredential,
@@ -188,7 +200,7 @@ impl Vended {
                 "the catalog vended no S3 credentials for the table",
             ));
         };
-        let expires = super::rest_api::credentials_expiry(props).ok_or_else(|| {
+        let expires = credentials_expiry(props).ok_or_else(|| {
             Error::new(
                 ErrorKind::Unexpected,
                 "vended credentials without an expiry",

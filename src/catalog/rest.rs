@@ -23,8 +23,8 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use super::commit::TableChanges;
-use super::credentials::{self, LEASE_PROP, Renew};
-use super::rest_api::{CommitAnswer, RestApi, credentials_expiry};
+use super::credentials::{self, LEASE_PROP, Renew, credentials_expiry};
+use super::rest_api::{CommitAnswer, RestApi};
 use super::storage::FloeStorageFactory;
 
 /// Part of a token's lifetime after which it is renewed.

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::RwLock;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use iceberg::spec::TableMetadata;
 use iceberg::{Error, ErrorKind, Result, TableIdent};
@@ -268,18 +268,6 @@ fn extra_headers(props: &HashMap<String, String>) -> Result<HeaderMap> {
         headers.insert(name, value);
     }
     Ok(headers)
-}
-
-/// When the storage credentials expire: the earliest `…expires-at-ms` property
-/// (`s3.session-token-expires-at-ms`, `adls.sas-token-expires-at-ms.<account>`,
-/// `gcs.oauth2.token-expires-at`, all milliseconds since the epoch).
-pub fn credentials_expiry(props: &HashMap<String, String>) -> Option<SystemTime> {
-    props
-        .iter()
-        .filter(|(k, _)| k.contains("expires-at"))
-        .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
-        .min()
-        .map(|ms| UNIX_EPOCH + Duration::from_millis(ms))
 }
 
 async fn json<T: serde::de::DeserializeOwned>(response: reqwest::Response) -> Result<T> {

@@ -51,14 +51,8 @@ pub async fn column_statistics<'t>(
     let wanted: HashSet<i32> = fields.iter().copied().collect();
     let mut metrics = Metrics::default();
     let file_io = table.file_io();
-    let bytes = file_io.new_input(snapshot.manifest_list())?.read().await?;
-    let list = ManifestList::parse_with_version(&bytes, table.metadata().format_version())?;
-    let data_manifests: Vec<ManifestFile> = list
-        .consume_entries()
-        .into_iter()
-        .filter(|m| m.content == ManifestContentType::Data)
-        .collect();
-    let mut manifests = futures::stream::iter(data_manifests)
+    let data_manifests = cached_data_manifests(table, snapshot).await?;
+    let mut manifests = futures::stream::iter(data_manifests.iter().cloned())
         .map(|m| cached_manifest(file_io.clone(), m))
         .buffer_unordered(CONCURRENT_READS);
     while let Some(manifest) = manifests.try_next().await? {
@@ -85,32 +79,66 @@ pub async fn column_statistics<'t>(
         .collect())
 }
 
-/// Manifest entries kept in the [`ManifestCache`] at most.
+/// Manifest list and manifest entries kept in the [`ManifestCache`] at most.
 const CACHED_ENTRIES: usize = 200_000;
 
-/// Manifests read before, by path. Iceberg never rewrites a manifest in place, so a path
-/// always names the same content; the planner's own cache lives and dies with each
-/// statement's table.
+/// Manifest lists and manifests read before, by path. Iceberg never rewrites either in
+/// place, so a path always names the same content; the planner's own cache lives and
+/// dies with each table.
 #[derive(Default)]
 struct ManifestCache {
+    /// The data manifests each manifest list names.
+    lists: HashMap<String, Arc<Vec<ManifestFile>>>,
     manifests: HashMap<String, Arc<Manifest>>,
-    /// Their entries, in all.
+    /// Entries of both, in all.
     entries: usize,
+}
+
+impl ManifestCache {
+    /// Makes room for `entries` more (by forgetting everything when full).
+    fn reserve(&mut self, entries: usize) {
+        if self.entries + entries > CACHED_ENTRIES {
+            *self = ManifestCache::default();
+        }
+        self.entries += entries;
+    }
 }
 
 static MANIFESTS: LazyLock<Mutex<ManifestCache>> = LazyLock::new(Mutex::default);
 
+fn manifest_cache() -> std::sync::MutexGuard<'static, ManifestCache> {
+    MANIFESTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+async fn cached_data_manifests(
+    table: &Table,
+    snapshot: &Snapshot,
+) -> Result<Arc<Vec<ManifestFile>>> {
+    let path = snapshot.manifest_list();
+    if let Some(hit) = manifest_cache().lists.get(path) {
+        return Ok(hit.clone());
+    }
+    let bytes = table.file_io().new_input(path)?.read().await?;
+    let list = ManifestList::parse_with_version(&bytes, table.metadata().format_version())?;
+    let data: Arc<Vec<ManifestFile>> = Arc::new(
+        list.consume_entries()
+            .into_iter()
+            .filter(|m| m.content == ManifestContentType::Data)
+            .collect(),
+    );
+    let mut cache = manifest_cache();
+    cache.reserve(data.len());
+    cache.lists.insert(path.to_string(), data.clone());
+    Ok(data)
+}
+
 async fn cached_manifest(file_io: FileIO, file: ManifestFile) -> Result<Arc<Manifest>> {
-    let cache = || MANIFESTS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(hit) = cache().manifests.get(&file.manifest_path) {
+    if let Some(hit) = manifest_cache().manifests.get(&file.manifest_path) {
         return Ok(hit.clone());
     }
     let manifest = Arc::new(file.load_manifest(&file_io).await?);
-    let mut cache = cache();
-    if cache.entries + manifest.entries().len() > CACHED_ENTRIES {
-        *cache = ManifestCache::default();
-    }
-    cache.entries += manifest.entries().len();
+    let mut cache = manifest_cache();
+    cache.reserve(manifest.entries().len());
     cache.manifests.insert(file.manifest_path, manifest.clone());
     Ok(manifest)
 }
