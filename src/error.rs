@@ -75,6 +75,16 @@ impl FloeError {
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, message)
     }
+    /// A statement that ran past `statement_timeout_secs` and was cancelled.
+    pub fn statement_timeout(limit: std::time::Duration) -> Self {
+        Self::new(
+            ErrorKind::DeadlineExceeded,
+            format!(
+                "the statement ran longer than statement_timeout_secs = {}; it was cancelled",
+                limit.as_secs()
+            ),
+        )
+    }
 }
 
 impl From<iceberg::Error> for FloeError {

@@ -47,6 +47,10 @@ struct ExecutorArgs {
     /// quarters of the machine's memory).
     #[arg(long, env = "FLOE_EXECUTOR_MEMORY_MB", value_parser = clap::value_parser!(u64).range(1..))]
     memory_mb: Option<u64>,
+    /// Where stage outputs (shuffle and result files) are written (default: a directory
+    /// under the system's temporary directory).
+    #[arg(long, env = "FLOE_EXECUTOR_WORK_DIR")]
+    work_dir: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -106,6 +110,7 @@ async fn executor(args: ExecutorArgs) -> Result<()> {
             .memory_mb
             .map(|mb| mb * 1024 * 1024)
             .or_else(|| memory_share(0.75)),
+        work_dir: args.work_dir,
     })
     .await
 }

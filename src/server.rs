@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cluster::{Cluster, ClusterOptions, spawn_local_executor};
+use crate::cluster::{Cluster, ClusterOptions};
 use crate::config::ServeConfig;
 use crate::error::Result;
 use crate::sql::Engine;
@@ -25,15 +25,9 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
         target_partitions: config.target_partitions,
     })
     .await?;
-    let executors: Vec<_> = (0..config.local_executors)
-        .map(|_| {
-            spawn_local_executor(
-                config.scheduler_addr,
-                config.executor_slots,
-                config.executor_memory,
-            )
-        })
-        .collect();
+    let executors = (0..config.local_executors)
+        .map(|_| cluster.spawn_local_executor(config.executor_slots, config.executor_memory))
+        .collect::<Result<Vec<_>>>()?;
     cluster
         .wait_for_executors(config.local_executors, Duration::from_secs(60))
         .await?;
@@ -52,9 +46,10 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
     // The in-process executors stop on the same signal, so statements still waiting for
     // a job are cancelled (and fail cleanly) rather than left waiting.
     let (cancelled_tx, cancelled_rx) = tokio::sync::oneshot::channel();
+    let stopping = cluster.clone();
     let shutdown = async move {
         shutdown_signal().await;
-        let _ = cancelled_tx.send(cluster.cancel_all_jobs());
+        let _ = cancelled_tx.send(stopping.cancel_all_jobs());
     };
     crate::flight::serve(
         engine,
@@ -75,6 +70,7 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
             tracing::info!("in-process executors did not stop within 3s");
         }
     }
+    cluster.remove_local_work_dirs();
     tracing::info!("stopped");
     Ok(())
 }

@@ -28,21 +28,28 @@ def cluster(tmp_path):
     server.stop()
 
 
+def events_table(server, namespace, tags):
+    """`namespace.events`, written by pyiceberg as FILES files of ROWS_PER_FILE rows; file
+    `f` has tag `t{f % tags}`."""
+    catalog = server.pyiceberg()
+    catalog.create_namespace(namespace)
+    table = catalog.create_table(
+        f"{namespace}.events",
+        schema=pa.schema([pa.field("id", pa.int64()), pa.field("tag", pa.string())]),
+    )
+    for f in range(FILES):
+        ids = range(f * ROWS_PER_FILE, (f + 1) * ROWS_PER_FILE)
+        table.append(pa.table({"id": pa.array(ids, pa.int64()), "tag": [f"t{f % tags}"] * ROWS_PER_FILE}))
+    return table
+
+
 def files_read(executor: Process) -> list[str]:
     return READ.findall(executor.output())
 
 
 def test_two_executors_share_the_files_and_read_each_once(cluster):
     server, executors = cluster
-    catalog = server.pyiceberg()
-    catalog.create_namespace("dist")
-    table = catalog.create_table(
-        "dist.events",
-        schema=pa.schema([pa.field("id", pa.int64()), pa.field("tag", pa.string())]),
-    )
-    for f in range(FILES):
-        ids = range(f * ROWS_PER_FILE, (f + 1) * ROWS_PER_FILE)
-        table.append(pa.table({"id": pa.array(ids, pa.int64()), "tag": [f"t{f}"] * ROWS_PER_FILE}))
+    table = events_table(server, "dist", tags=FILES)
     table_files = sorted(table.inspect.files()["file_path"].to_pylist())
     assert len(table_files) == FILES
 
@@ -79,3 +86,30 @@ def test_results_stream_from_remote_executors(cluster):
     assert rows == 2000
     ids = sorted(i for b in batches for i in b.column(0).to_pylist())
     assert ids == list(range(2000))
+
+
+def test_explain_analyze_shows_each_stage_where_it_ran_and_what_it_read(cluster):
+    server, executors = cluster
+    events_table(server, "explained", tags=3)
+
+    with server.connect() as conn, conn.cursor() as cur:
+        answer = query(cur, "EXPLAIN ANALYZE SELECT tag, count(*) AS n FROM explained.events GROUP BY tag")
+    rows = dict(zip(answer["plan_type"].to_pylist(), answer["plan"].to_pylist()))
+    titles = list(rows)
+    assert titles[0] == "Job" and titles[1:] == [f"Stage {i}" for i in range(1, len(titles))], titles
+    assert len(titles) >= 3, "a grouped count needs a shuffle: at least two stages"
+
+    [scan_stage] = [text for text in rows.values() if "IcebergScanExec" in text]
+    scan_line = next(line for line in scan_stage.splitlines() if "IcebergScanExec" in line)
+    # The metrics are the tasks' own, summed over the stage: every file and row read once.
+    assert re.search(r"\bfiles=8\b", scan_line), scan_line
+    assert re.search(r"\boutput_rows=8\.00 K\b", scan_line), scan_line
+    assert "bytes_planned=" in scan_line and "time_elapsed_scanning=" in scan_line, scan_line
+    # Both executor processes ran tasks of the scan stage, and the stage says so.
+    header = scan_stage.splitlines()[0]
+    executor_ids = re.findall(r"on executor (\w+)", header)
+    assert len(set(executor_ids)) == 2, header
+    # The final stage reads the scan stage's output and counts one row per tag.
+    final = rows[titles[-1]]
+    assert "reads stage" in final.splitlines()[0]
+    assert re.search(r"output_rows=3\b", final), final

@@ -17,10 +17,10 @@ use tonic::{Request, Response, Status, Streaming};
 use super::{MAX_MESSAGE_SIZE, Scheduler};
 use crate::catalog::credentials::{self, RENEW_ACTION};
 
-/// Serves the scheduler and the coordinator's own actions on `addr` (as Ballista's own
+/// Serves the scheduler and the coordinator's own actions on `listener` (as Ballista's own
 /// `start_grpc_service` does, with the peer address that executors registering from
 /// an unspecified host need).
-pub async fn serve(addr: SocketAddr, scheduler: Scheduler) -> std::io::Result<()> {
+pub async fn serve(listener: tokio::net::TcpListener, scheduler: Scheduler) -> std::io::Result<()> {
     let scheduler = SchedulerGrpcServer::new(scheduler)
         .max_decoding_message_size(MAX_MESSAGE_SIZE)
         .max_encoding_message_size(MAX_MESSAGE_SIZE);
@@ -29,7 +29,6 @@ pub async fn serve(addr: SocketAddr, scheduler: Scheduler) -> std::io::Result<()
         .add_service(scheduler)
         .add_service(FlightServiceServer::new(CoordinatorService));
     let router = routes.routes().into_axum_router();
-    let listener = tokio::net::TcpListener::bind(addr).await?;
     axum::serve(
         listener,
         router.into_make_service_with_connect_info::<SocketAddr>(),

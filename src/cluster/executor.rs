@@ -3,6 +3,7 @@
 //! Executors get storage properties inside the plans they run, never catalog access.
 
 use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +32,8 @@ pub struct ExecutorOptions {
     /// cannot spill (a hash join's build side) fails its statement beyond its share
     /// (`RESOURCES_EXHAUSTED`) instead of the process running out. `None`: no limit.
     pub memory_limit: Option<u64>,
+    /// Where stage outputs are written; `None`: a temporary directory.
+    pub work_dir: Option<PathBuf>,
 }
 
 fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
@@ -45,6 +48,10 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
         scheduler_port: options.scheduler_port,
         concurrent_tasks: options.slots,
         memory_pool_size: options.memory_limit,
+        work_dir: options
+            .work_dir
+            .as_ref()
+            .map(|dir| dir.to_string_lossy().into_owned()),
         task_scheduling_policy: TaskSchedulingPolicy::PushStaged,
         grpc_max_decoding_message_size: MAX_MESSAGE_SIZE as u32,
         grpc_max_encoding_message_size: MAX_MESSAGE_SIZE as u32,
@@ -96,10 +103,11 @@ const REGISTRATION_ATTEMPTS: u32 = 5;
 
 /// Starts an in-process executor on free loopback ports; it runs until SIGINT/SIGTERM,
 /// then finishes (or drops) its running tasks and ends.
-pub fn spawn_local_executor(
+pub(super) fn spawn_local_executor(
     scheduler: SocketAddr,
     slots: usize,
     memory_limit: Option<u64>,
+    work_dir: PathBuf,
 ) -> JoinHandle<()> {
     let options = move || {
         Ok(ExecutorOptions {
@@ -109,6 +117,7 @@ pub fn spawn_local_executor(
             grpc_port: free_port()?,
             slots,
             memory_limit,
+            work_dir: Some(work_dir.clone()),
         })
     };
     tokio::spawn(async move {

@@ -3,11 +3,13 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ballista_core::client::BallistaClient;
 use ballista_core::serde::protobuf::{JobStatus, PartitionLocation, job_status};
 use ballista_core::serde::scheduler::PartitionId;
+use ballista_scheduler::state::execution_stage::ExecutionStage;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
@@ -15,10 +17,18 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::SessionContext;
 use futures::{StreamExt, TryStreamExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
-use super::{Cluster, MAX_MESSAGE_SIZE, Scheduler};
+use super::result_files::{self, End, LivePartition, live};
+use super::{Cluster, MAX_MESSAGE_SIZE, Scheduler, explain};
 use crate::error::{ErrorKind, FloeError, Result};
+
+/// A submitted job and its status updates; cancelled if dropped before it ends.
+struct Submitted {
+    job_id: String,
+    status: mpsc::Receiver<JobStatus>,
+    guard: CancelOnDrop,
+}
 
 impl Cluster {
     /// Submits `plan` (planned on `ctx`) and waits for the job to finish; returns where
@@ -30,12 +40,79 @@ impl Cluster {
         plan: &LogicalPlan,
         name: &str,
     ) -> Result<Vec<PartitionLocation>> {
+        let mut job = self.submit(ctx, plan, name).await?;
+        let status = self.final_status(&mut job).await?;
+        self.outcome(&mut job, status)
+    }
+
+    /// Runs a query and streams its result batch by batch. Partitions that in-process
+    /// executors write are streamed while they are written; the others once the job
+    /// is done. Returns when the first batch is there or the job ended, or with the
+    /// job's error if it failed before. Past `timeout` (until the job ends) the job is cancelled and the
+    /// stream fails; dropping the stream cancels the job too.
+    pub async fn run_query(
+        &self,
+        ctx: &Arc<SessionContext>,
+        plan: &LogicalPlan,
+        schema: SchemaRef,
+        timeout: Option<Duration>,
+    ) -> Result<SendableRecordBatchStream> {
+        let deadline = timeout.map(|limit| (tokio::time::Instant::now() + limit, limit));
+        let job = self.submit(ctx, plan, "query").await?;
+        let live = live::subscribe(&job.job_id);
+        let (out, mut batches) = mpsc::channel(2);
+        let (ready, first_rows) = oneshot::channel();
+        let stream = ResultStream {
+            cluster: self.clone(),
+            job,
+            live,
+            out,
+            ready: Some(ready),
+            streamed: HashSet::new(),
+            final_stage: None,
+        };
+        tokio::spawn(stream.run(deadline));
+        first_rows
+            .await
+            .map_err(|_| FloeError::internal("the result stream ended early"))??;
+        let batches = futures::stream::poll_fn(move |cx| batches.poll_recv(cx));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
+    }
+
+    /// Runs `plan` to its end without reading its result, and describes how it ran:
+    /// `(title, text)` rows, one for the job and one per stage with its operators'
+    /// metrics (EXPLAIN ANALYZE). Dropping the future cancels the job.
+    pub async fn explain_analyze(
+        &self,
+        ctx: &Arc<SessionContext>,
+        plan: &LogicalPlan,
+    ) -> Result<Vec<(String, String)>> {
+        let started = Instant::now();
+        let mut job = self.submit(ctx, plan, "explain analyze").await?;
+        let status = self.final_status(&mut job).await?;
+        self.outcome(&mut job, status)?;
+        let elapsed = started.elapsed();
+        let graph = self
+            .job_state
+            .get_execution_graph(&job.job_id)
+            .await
+            .map_err(|e| FloeError::internal(format!("reading the job's stages: {e}")))?
+            .ok_or_else(|| FloeError::internal("the finished job's stages are gone"))?;
+        Ok(explain::render(&graph, elapsed))
+    }
+
+    async fn submit(
+        &self,
+        ctx: &Arc<SessionContext>,
+        plan: &LogicalPlan,
+        name: &str,
+    ) -> Result<Submitted> {
         if self.jobs.stopping.load(Ordering::SeqCst) {
             return Err(shutting_down());
         }
         // The scheduler drops status updates when the channel is full: keep it roomy,
         // and ask the task manager when the channel closes without a final status.
-        let (tx, mut rx) = mpsc::channel::<JobStatus>(1024);
+        let (tx, status) = mpsc::channel::<JobStatus>(1024);
         let job_id = self
             .scheduler
             .submit_job(name, ctx.clone(), plan, Some(tx))
@@ -46,39 +123,76 @@ impl Cluster {
             // Shutdown began while the job was being submitted.
             tokio::spawn(cancel_until_final(self.scheduler.clone(), job_id.clone()));
         }
-        let mut guard = CancelOnDrop {
+        let guard = CancelOnDrop {
             scheduler: self.scheduler.clone(),
             jobs: self.jobs.clone(),
             job_id: Some(job_id.clone()),
         };
-        let mut status = None;
-        while let Some(update) = rx.recv().await {
+        Ok(Submitted {
+            job_id,
+            status,
+            guard,
+        })
+    }
+
+    /// Waits for the job's final status.
+    async fn final_status(&self, job: &mut Submitted) -> Result<Option<job_status::Status>> {
+        while let Some(update) = job.status.recv().await {
             if is_final(&update.status) {
-                status = update.status;
-                break;
+                return Ok(update.status);
             }
         }
-        if status.is_none() {
-            status = self.job_status(&job_id).await?;
-        }
-        guard.job_id = None;
-        self.jobs.remove(&job_id);
+        self.job_status(&job.job_id).await
+    }
+
+    /// Where a finished job's result partitions are, in partition order; or its error.
+    fn outcome(
+        &self,
+        job: &mut Submitted,
+        status: Option<job_status::Status>,
+    ) -> Result<Vec<PartitionLocation>> {
+        job.guard.job_id = None;
+        self.jobs.remove(&job.job_id);
         if self.jobs.stopping.load(Ordering::SeqCst)
             && !matches!(status, Some(job_status::Status::Successful(_)))
         {
             return Err(shutting_down());
         }
         match status {
-            Some(job_status::Status::Successful(job)) => {
-                let mut locations = job.partition_location;
+            Some(job_status::Status::Successful(done)) => {
+                let mut locations = done.partition_location;
                 locations.sort_by_key(|l| l.partition_id.as_ref().map(|p| p.partition_id));
                 Ok(locations)
             }
             Some(job_status::Status::Failed(failed)) => Err(job_error(&failed.error)),
             _ => Err(FloeError::internal(format!(
-                "job {job_id} ended without a status"
+                "job {} ended without a status",
+                job.job_id
             ))),
         }
+    }
+
+    /// A finished partition: its file if an in-process executor wrote it, or else from
+    /// the executor that holds it.
+    async fn read_partition(
+        &self,
+        location: PartitionLocation,
+    ) -> datafusion::error::Result<SendableRecordBatchStream> {
+        match self.local_results.find(&location) {
+            Some(path) => result_files::read_file(path),
+            None => fetch_partition(location).await,
+        }
+    }
+
+    /// The stage whose output is the job's result, once the job is planned.
+    async fn result_stage(&self, job_id: &str) -> Option<usize> {
+        let jobs = self.scheduler.state.task_manager.get_running_job_cache();
+        let graph = jobs.get(job_id)?.execution_graph.read().await;
+        graph
+            .stages()
+            .iter()
+            .find(|(_, stage)| output_links(stage).is_empty())
+            .map(|(id, _)| *id)
     }
 
     /// Refuses new jobs and cancels the running ones: used on shutdown, when the
@@ -195,16 +309,186 @@ async fn cancel_until_final(scheduler: Scheduler, job_id: String) {
     }
 }
 
-/// Streams a finished job's result partitions from the executors that hold them, one
-/// partition after the other, batch by batch.
-pub fn fetch_results(
-    schema: SchemaRef,
-    locations: Vec<PartitionLocation>,
-) -> SendableRecordBatchStream {
-    let batches = futures::stream::iter(locations)
-        .then(fetch_partition)
-        .try_flatten();
-    Box::pin(RecordBatchStreamAdapter::new(schema, batches))
+impl Cluster {
+    /// Streams a finished job's result partitions, one partition after the other, batch
+    /// by batch.
+    pub fn fetch_results(
+        &self,
+        schema: SchemaRef,
+        locations: Vec<PartitionLocation>,
+    ) -> SendableRecordBatchStream {
+        let cluster = self.clone();
+        let batches = futures::stream::iter(locations)
+            .then(move |location| {
+                let cluster = cluster.clone();
+                async move { cluster.read_partition(location).await }
+            })
+            .try_flatten();
+        Box::pin(RecordBatchStreamAdapter::new(schema, batches))
+    }
+}
+
+/// Sends a query's result partitions to its stream as they become readable.
+struct ResultStream {
+    cluster: Cluster,
+    job: Submitted,
+    live: live::Subscription,
+    out: mpsc::Sender<datafusion::error::Result<RecordBatch>>,
+    /// Told once the first batch is sent or the job ended, or of the error before.
+    ready: Option<oneshot::Sender<Result<()>>>,
+    /// The partitions already streamed (while they were written).
+    streamed: HashSet<usize>,
+    final_stage: Option<usize>,
+}
+
+impl ResultStream {
+    async fn run(mut self, deadline: Option<(tokio::time::Instant, Duration)>) {
+        let reader_gone = self.out.clone();
+        let result = tokio::select! {
+            result = self.send_all(deadline) => result,
+            // The job is cancelled as `self.job` drops.
+            _ = reader_gone.closed() => return,
+        };
+        if let Err(error) = result {
+            match self.ready.take() {
+                Some(ready) => {
+                    let _ = ready.send(Err(error));
+                }
+                None => {
+                    let _ = self.out.send(Err(error.into())).await;
+                }
+            }
+        }
+    }
+
+    /// Sends the result; past `deadline` (checked until the job ends) fails.
+    async fn send_all(&mut self, deadline: Option<(tokio::time::Instant, Duration)>) -> Result<()> {
+        // Partitions written by in-process executors are read as they are written, all
+        // at once (they would otherwise spill to files while they wait).
+        let mut reading = futures::stream::SelectAll::new();
+        let mut resolve_delay = Duration::from_millis(1);
+        let status = loop {
+            tokio::select! {
+                biased;
+                update = self.job.status.recv() => match update {
+                    Some(update) if is_final(&update.status) => break update.status,
+                    Some(_) => {}
+                    None => break self.cluster.job_status(&self.job.job_id).await?,
+                },
+                Some(batch) = reading.next() => match batch {
+                    Ok(batch) => self.send(batch).await,
+                    Err(e) => return Err(self.job_error_or(FloeError::from(e)).await),
+                },
+                Some(partition) = self.live.partitions.recv() => {
+                    if let Some(batches) = self.accept(partition).await? {
+                        reading.push(batches);
+                    }
+                }
+                _ = sleep_until(deadline), if deadline.is_some() => {
+                    let limit = deadline.map(|(_, limit)| limit).unwrap_or_default();
+                    return Err(FloeError::statement_timeout(limit));
+                }
+                _ = tokio::time::sleep(resolve_delay), if self.final_stage.is_none() => {
+                    self.resolve_result_stage().await;
+                    resolve_delay = (resolve_delay * 2).min(Duration::from_millis(50));
+                }
+            }
+        };
+        let locations = self.cluster.outcome(&mut self.job, status)?;
+        while let Ok(partition) = self.live.partitions.try_recv() {
+            if let Some(batches) = self.accept(partition).await? {
+                reading.push(batches);
+            }
+        }
+        self.mark_ready();
+        while let Some(batch) = reading.next().await {
+            self.send(batch?).await;
+        }
+        for location in locations {
+            let partition = location
+                .partition_id
+                .as_ref()
+                .map(|p| p.partition_id as usize);
+            if partition.is_some_and(|p| self.streamed.contains(&p)) {
+                continue;
+            }
+            let mut batches = self.cluster.read_partition(location).await?;
+            while let Some(batch) = batches.next().await {
+                self.send(batch?).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// The job's own error (with its kind) once it ends, for a partition that failed
+    /// while it was read: its task failed, which fails the job; else `error`.
+    async fn job_error_or(&mut self, error: FloeError) -> FloeError {
+        let status = match self.cluster.final_status(&mut self.job).await {
+            Ok(status) => status,
+            Err(_) => return error,
+        };
+        match self.cluster.outcome(&mut self.job, status) {
+            Err(job_error) => job_error,
+            Ok(_) => error,
+        }
+    }
+
+    /// Learns the job's result stage (once it is planned), so that its partitions come
+    /// in memory.
+    async fn resolve_result_stage(&mut self) {
+        self.final_stage = self.cluster.result_stage(&self.job.job_id).await;
+        if let Some(stage) = self.final_stage {
+            self.live.set_result_stage(stage);
+        }
+    }
+
+    /// The stream of a partition an in-process executor is writing, if it is one of
+    /// the result's and not an attempt that failed before it was read (a retry or the
+    /// job's failure follows).
+    async fn accept(
+        &mut self,
+        partition: LivePartition,
+    ) -> Result<Option<SendableRecordBatchStream>> {
+        if self.final_stage.is_none() {
+            self.resolve_result_stage().await;
+        }
+        if Some(partition.stage_id) != self.final_stage
+            || partition.progress.end() == End::Failed
+            || !self.streamed.insert(partition.partition)
+        {
+            return Ok(None);
+        }
+        Ok(Some(partition.read()?))
+    }
+
+    /// Sends a batch to the reader (who may be gone: the job is then cancelled).
+    async fn send(&mut self, batch: RecordBatch) {
+        let _ = self.out.send(Ok(batch)).await;
+        self.mark_ready();
+    }
+
+    fn mark_ready(&mut self) {
+        if let Some(ready) = self.ready.take() {
+            let _ = ready.send(Ok(()));
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<(tokio::time::Instant, Duration)>) {
+    match deadline {
+        Some((at, _)) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn output_links(stage: &ExecutionStage) -> &[usize] {
+    match stage {
+        ExecutionStage::UnResolved(s) => &s.output_links,
+        ExecutionStage::Resolved(s) => &s.output_links,
+        ExecutionStage::Running(s) => &s.output_links,
+        ExecutionStage::Successful(s) => &s.output_links,
+        ExecutionStage::Failed(s) => &s.output_links,
+    }
 }
 
 async fn fetch_partition(

@@ -8,8 +8,10 @@
 
 mod coordinator_service;
 mod executor;
+mod explain;
 mod jobs;
 mod joins;
+mod result_files;
 mod task_errors;
 
 use std::net::SocketAddr;
@@ -18,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::extension::SessionConfigExt;
-use ballista_scheduler::cluster::BallistaCluster;
+use ballista_scheduler::cluster::{BallistaCluster, JobState};
 use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
 use ballista_scheduler::scheduler_process::create_scheduler;
 use ballista_scheduler::scheduler_server::SchedulerServer;
@@ -26,9 +28,9 @@ use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
+use tokio::task::JoinHandle;
 
-pub use executor::{ExecutorOptions, memory_share, run_executor, spawn_local_executor};
-pub use jobs::fetch_results;
+pub use executor::{ExecutorOptions, memory_share, run_executor};
 
 use crate::catalog::DEFAULT_NAMESPACE;
 use crate::codec::FloePhysicalCodec;
@@ -49,6 +51,10 @@ pub struct Cluster {
     scheduler: Scheduler,
     jobs: Arc<jobs::ActiveJobs>,
     config: Arc<dyn Fn() -> SessionConfig + Send + Sync>,
+    scheduler_addr: SocketAddr,
+    local_results: Arc<result_files::LocalResultFiles>,
+    /// Where finished jobs' execution graphs are kept (for EXPLAIN ANALYZE).
+    job_state: Arc<dyn JobState>,
 }
 
 pub struct ClusterOptions {
@@ -104,16 +110,17 @@ impl Cluster {
         let cluster = BallistaCluster::new_from_config(&scheduler_config)
             .await
             .map_err(|e| FloeError::internal(format!("starting the scheduler: {e}")))?;
+        let job_state = cluster.job_state();
         let scheduler: Scheduler = create_scheduler(cluster, Arc::new(scheduler_config))
             .await
             .map_err(|e| FloeError::internal(format!("starting the scheduler: {e}")))?;
-        // Fail early and clearly if the port is taken, before the service task owns it.
-        drop(std::net::TcpListener::bind(addr).map_err(|e| {
+        // Listening before this returns: executors connect as soon as they start.
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
             FloeError::invalid(format!("scheduler_addr: cannot listen on {addr}: {e}"))
-        })?);
+        })?;
         let service = scheduler.clone();
         tokio::spawn(async move {
-            if let Err(e) = coordinator_service::serve(addr, service).await {
+            if let Err(e) = coordinator_service::serve(listener, service).await {
                 tracing::error!("scheduler service stopped: {e}");
             }
         });
@@ -121,7 +128,38 @@ impl Cluster {
             scheduler,
             jobs: Arc::default(),
             config,
+            scheduler_addr: addr,
+            local_results: Arc::default(),
+            job_state,
         })
+    }
+
+    /// Starts an in-process executor with its own work directory (whose result files
+    /// this coordinator then reads directly); it runs until SIGINT/SIGTERM.
+    pub fn spawn_local_executor(
+        &self,
+        slots: usize,
+        memory_limit: Option<u64>,
+    ) -> Result<JoinHandle<()>> {
+        let work_dir = std::env::temp_dir().join(format!("floe-work-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&work_dir)
+            .map_err(|e| FloeError::internal(format!("creating {}: {e}", work_dir.display())))?;
+        self.local_results.add_work_dir(work_dir.clone());
+        Ok(executor::spawn_local_executor(
+            self.scheduler_addr,
+            slots,
+            memory_limit,
+            work_dir,
+        ))
+    }
+
+    /// Removes the in-process executors' work directories (on shutdown).
+    pub fn remove_local_work_dirs(&self) {
+        for dir in self.local_results.take_work_dirs() {
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                tracing::debug!("removing {}: {e}", dir.display());
+            }
+        }
     }
 
     /// Waits until at least `n` executors are registered.

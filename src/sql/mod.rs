@@ -17,13 +17,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballista_core::serde::protobuf::PartitionLocation;
-use datafusion::arrow::array::{Int64Array, RecordBatch};
+use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, ParamValues, ScalarValue};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, Values, WriteOp};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
@@ -33,7 +34,7 @@ use iceberg::Catalog;
 use crate::auth::Access;
 use crate::catalog::DEFAULT_NAMESPACE;
 use crate::catalog::commit::FloeCatalog;
-use crate::cluster::{Cluster, fetch_results};
+use crate::cluster::Cluster;
 use crate::error::{ErrorKind, FloeError, Result};
 use crate::table::commit::{WrittenFile, written_files};
 use crate::table::write::descriptor_schema;
@@ -146,21 +147,19 @@ impl Engine {
         name: &str,
         catalog: &StatementCatalog,
     ) -> Result<Vec<PartitionLocation>> {
-        let job = self.cluster.run_job(ctx, plan, name);
-        let result = match self.statement_timeout {
+        self.within_timeout(self.cluster.run_job(ctx, plan, name))
+            .await
+            .map_err(|e| planning_failure(ctx, plan, catalog, e))
+    }
+
+    /// `job`, cancelled (dropped) past the statement timeout.
+    async fn within_timeout<T>(&self, job: impl Future<Output = Result<T>>) -> Result<T> {
+        match self.statement_timeout {
             None => job.await,
-            Some(limit) => tokio::time::timeout(limit, job).await.unwrap_or_else(|_| {
-                Err(FloeError::new(
-                    ErrorKind::DeadlineExceeded,
-                    format!(
-                        "the statement ran longer than statement_timeout_secs = {}; it was \
-                         cancelled",
-                        limit.as_secs()
-                    ),
-                ))
-            }),
-        };
-        result.map_err(|e| planning_failure(ctx, plan, catalog, e))
+            Some(limit) => tokio::time::timeout(limit, job)
+                .await
+                .unwrap_or_else(|_| Err(FloeError::statement_timeout(limit))),
+        }
     }
 
     fn names<'a>(&'a self, caller: &'a Caller) -> Names<'a> {
@@ -268,10 +267,20 @@ impl Engine {
             let frame = query.ctx.execute_logical_plan(query.plan).await?;
             return Ok(frame.execute_stream().await?);
         }
-        let locations = self
-            .run_job(&query.ctx, &query.plan, "query", &query.catalog)
-            .await?;
-        Ok(fetch_results(schema, locations))
+        if let LogicalPlan::Analyze(analyze) = &query.plan {
+            let explain = self.cluster.explain_analyze(&query.ctx, &analyze.input);
+            let rows = self
+                .within_timeout(explain)
+                .await
+                .map_err(|e| planning_failure(&query.ctx, &analyze.input, &query.catalog, e))?;
+            let batch = explain_batch(schema.clone(), rows)?;
+            let stream = futures::stream::iter([Ok(batch)]);
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)));
+        }
+        self.cluster
+            .run_query(&query.ctx, &query.plan, schema, self.statement_timeout)
+            .await
+            .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e))
     }
 
     async fn execute_ddl(&self, caller: &Caller, ddl: &Statement) -> Result<()> {
@@ -446,7 +455,9 @@ impl Engine {
         catalog: &StatementCatalog,
     ) -> Result<Vec<WrittenFile>> {
         let locations = self.run_job(ctx, plan, "insert", catalog).await?;
-        let batches: Vec<RecordBatch> = fetch_results(descriptor_schema(), locations)
+        let batches: Vec<RecordBatch> = self
+            .cluster
+            .fetch_results(descriptor_schema(), locations)
             .try_collect()
             .await?;
         written_files(&batches)
@@ -456,6 +467,19 @@ impl Engine {
 enum Planned {
     Query(Box<Query>),
     Insert(Arc<SessionContext>, DmlStatement),
+}
+
+/// EXPLAIN ANALYZE's answer: `(plan_type, plan)` rows.
+fn explain_batch(schema: SchemaRef, rows: Vec<(String, String)>) -> Result<RecordBatch> {
+    let (titles, texts): (Vec<String>, Vec<String>) = rows.into_iter().unzip();
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(titles)),
+            Arc::new(StringArray::from(texts)),
+        ],
+    )
+    .map_err(|e| FloeError::internal(e.to_string()))
 }
 
 /// Ballista plans a job on its scheduler (in this process) and reports a planning

@@ -20,6 +20,9 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -61,6 +64,7 @@ pub struct IcebergScanExec {
     reads_all_rows: bool,
     /// Per output column, over the whole scan (see `statistics`); on the coordinator only.
     column_statistics: Option<Vec<ColumnStatistics>>,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 /// Everything about a scan except its tasks.
@@ -130,6 +134,7 @@ impl IcebergScanExec {
             properties,
             reads_all_rows,
             column_statistics: None,
+            metrics: ExecutionPlanMetricsSet::new(),
         })
     }
 
@@ -507,6 +512,18 @@ impl ExecutionPlan for IcebergScanExec {
         Ok(self)
     }
 
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    /// A copy with its own metrics: an executor runs each task on a fresh plan, so that
+    /// a task reports only what it did.
+    fn reset_state(self: Arc<Self>) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let mut fresh = (*self).clone();
+        fresh.metrics = ExecutionPlanMetricsSet::new();
+        Ok(Arc::new(fresh))
+    }
+
     fn partition_statistics(&self, partition: Option<usize>) -> DfResult<Statistics> {
         let tasks: Vec<&FileScanTask> = match partition {
             Some(p) => self.groups.get(p).into_iter().flatten().collect(),
@@ -562,6 +579,7 @@ impl ExecutionPlan for IcebergScanExec {
                 "reading data file"
             );
         }
+        let mut metrics = ScanMetrics::new(&self.metrics, partition, &tasks);
         let runtime = iceberg::Runtime::try_current().map_err(iceberg_to_df)?;
         let reader = ArrowReaderBuilder::new(self.parts.storage.file_io(), runtime)
             .with_batch_size(context.session_config().batch_size())
@@ -584,12 +602,46 @@ impl ExecutionPlan for IcebergScanExec {
             if !reshaped.is_empty() {
                 batch = fit_reshaped(batch, &project_field_ids, &reshaped, &id_schema)?;
             }
-            conform(batch, &output_schema, count_only)
+            let batch = conform(batch, &output_schema, count_only)?;
+            metrics.read(&batch);
+            Ok(batch)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.output_schema.clone(),
             stream,
         )))
+    }
+}
+
+/// What EXPLAIN ANALYZE shows of a scan, per partition: the files (or file ranges) and
+/// bytes planned, the rows read, and the wall time from the partition's start to its
+/// last batch (reading, and waiting for storage and for the operators above).
+struct ScanMetrics {
+    rows: Count,
+    scanning: Time,
+    since: std::time::Instant,
+}
+
+impl ScanMetrics {
+    fn new(set: &ExecutionPlanMetricsSet, partition: usize, tasks: &[FileScanTask]) -> Self {
+        MetricBuilder::new(set)
+            .counter("files", partition)
+            .add(tasks.len());
+        MetricBuilder::new(set)
+            .counter("bytes_planned", partition)
+            .add(tasks.iter().map(|t| t.length as usize).sum());
+        Self {
+            rows: MetricBuilder::new(set).output_rows(partition),
+            scanning: MetricBuilder::new(set).subset_time("time_elapsed_scanning", partition),
+            since: std::time::Instant::now(),
+        }
+    }
+
+    fn read(&mut self, batch: &RecordBatch) {
+        self.rows.add(batch.num_rows());
+        let now = std::time::Instant::now();
+        self.scanning.add_duration(now - self.since);
+        self.since = now;
     }
 }
 
