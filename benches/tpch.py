@@ -6,7 +6,9 @@ total, as ratios to DataFusion reading the same Parquet data files in-process.
   `floe executor` processes;
 * DataFusion (datafusion-python, the DataFusion version Floe is built on) on the Iceberg
   tables' Parquet data files;
-* DuckDB on the Iceberg tables (its `iceberg` extension, from PyPI, offline).
+* DuckDB on the Iceberg tables (its `iceberg` extension, from PyPI, offline);
+* Polars on the Iceberg tables (`scan_iceberg` through pyiceberg, queries through its SQL
+  context; the queries its SQL cannot run, correlated subqueries, show as n/a).
 
 Every answer is checked against DuckDB's on the same files. Data: `tpchgen-cli`, 8 files
 per table, loaded as Iceberg tables by pyiceberg (kept in FLOE_BENCH_DIR between runs).
@@ -73,6 +75,20 @@ def duckdb_iceberg_times(con, catalog, sqls):
     return {n: median_seconds(lambda: tpch.rows(con.sql(sql).to_arrow_table())) for n, sql in sqls.items()}
 
 
+def polars_iceberg_times(catalog, sqls):
+    import polars as pl
+
+    ctx = pl.SQLContext({name: pl.scan_iceberg(catalog.load_table(f"default.{name}")) for name in tpch.TABLES})
+    out = {}
+    for n, sql in sqls.items():
+        try:
+            out[n] = median_seconds(lambda: tpch.rows(ctx.execute(sql).collect().to_arrow()))
+        except Exception as e:  # noqa: BLE001 — a query Polars' SQL does not support
+            print(f"polars q{n}: {type(e).__name__}: {str(e).splitlines()[0][:100]}", file=sys.stderr)
+            out[n] = None
+    return out
+
+
 def main():
     root = Path(os.environ.get("FLOE_BENCH_DIR", tempfile.mkdtemp(prefix="floe-tpch-")))
     data = tpch.generate(SCALE, root / f"sf{SCALE:g}")
@@ -103,11 +119,14 @@ def main():
     results["datafusion"] = datafusion_times(files, sqls)
     duck = tpch.duckdb_connection(root / "duckdb-extensions")
     results["duckdb iceberg"] = duckdb_iceberg_times(duck, catalog, sqls)
+    results["polars iceberg"] = polars_iceberg_times(catalog, sqls)
 
     report(results, expected)
 
 
 def report(results, expected):
+    """Per query and in total, each engine's seconds and its ratio to DataFusion's. An
+    engine that could not run every query gets no total (n/a)."""
     engines = list(results)
     print(f"TPC-H SF{SCALE:g}, {os.cpu_count()} cores, median of {RUNS} after 1 warm-up; "
           f"ratio = engine / datafusion")
@@ -116,18 +135,26 @@ def report(results, expected):
     totals = {e: 0.0 for e in engines}
     wrong = []
     for n in expected:
-        times = {e: results[e][n][0] for e in engines}
+        times = {e: results[e][n][0] if results[e][n] else None for e in engines}
         for e in engines:
-            totals[e] += times[e]
+            if results[e][n] is None:
+                totals[e] = None
+                continue
+            if totals[e] is not None:
+                totals[e] += times[e]
             if not tpch.same_rows(results[e][n][1], expected[n], ordered=False):
                 wrong.append(f"q{n} {e}")
         base = times["datafusion"]
-        print(f"q{n:02d}   " + "".join(f"{times[e]:>16.3f}" for e in engines) + "".join(
-            f"{times[e] / base:>16.2f}" for e in engines if e != "datafusion"))
+        print(f"q{n:02d}   " + "".join(cell(times[e]) for e in engines) + "".join(
+            cell(times[e] and times[e] / base, ".2f") for e in engines if e != "datafusion"))
     base = totals["datafusion"]
-    print(f"{'total':<6}" + "".join(f"{totals[e]:>16.3f}" for e in engines) + "".join(
-        f"{totals[e] / base:>16.2f}" for e in engines if e != "datafusion"))
+    print(f"{'total':<6}" + "".join(cell(totals[e]) for e in engines) + "".join(
+        cell(totals[e] and totals[e] / base, ".2f") for e in engines if e != "datafusion"))
     print("answers:", "all equal to DuckDB's" if not wrong else f"WRONG: {', '.join(wrong)}")
+
+
+def cell(value, spec=".3f"):
+    return f"{'n/a':>16}" if value is None else f"{value:>16{spec}}"
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ use std::time::Duration;
 use ballista_core::serde::protobuf::PartitionLocation;
 use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, ParamValues, ScalarValue};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::dml::InsertOp;
@@ -95,8 +95,8 @@ pub struct Query {
     ctx: Arc<SessionContext>,
     catalog: Arc<StatementCatalog>,
     plan: LogicalPlan,
-    /// information_schema queries run on the coordinator (their tables are not
-    /// distributable).
+    /// Runs on the coordinator: information_schema queries (their tables are not
+    /// distributable), and constant queries (`SELECT 1`), which a job would only slow.
     local: bool,
 }
 
@@ -377,12 +377,15 @@ impl Engine {
                     plan.display()
                 )));
             }
-            plan => Planned::Query(Box::new(Query {
-                ctx,
-                catalog: catalog.clone(),
-                plan,
-                local: uses_information_schema,
-            })),
+            plan => {
+                let local = uses_information_schema || is_constant(&plan);
+                Planned::Query(Box::new(Query {
+                    ctx,
+                    catalog: catalog.clone(),
+                    plan,
+                    local,
+                }))
+            }
         };
         Ok((catalog, planned, parameters))
     }
@@ -467,6 +470,30 @@ impl Engine {
 enum Planned {
     Query(Box<Query>),
     Insert(Arc<SessionContext>, DmlStatement),
+}
+
+/// Whether `plan` only computes on literals (`SELECT 1`, `VALUES …`): its work is
+/// bounded by the statement's text, so it needs no job nor timeout.
+fn is_constant(plan: &LogicalPlan) -> bool {
+    let mut constant = true;
+    let _ = plan.apply_with_subqueries(|node| {
+        constant = matches!(
+            node,
+            LogicalPlan::Projection(_)
+                | LogicalPlan::Values(_)
+                | LogicalPlan::EmptyRelation(_)
+                | LogicalPlan::SubqueryAlias(_)
+                | LogicalPlan::Filter(_)
+                | LogicalPlan::Limit(_)
+                | LogicalPlan::Sort(_)
+        );
+        Ok(if constant {
+            TreeNodeRecursion::Continue
+        } else {
+            TreeNodeRecursion::Stop
+        })
+    });
+    constant
 }
 
 /// EXPLAIN ANALYZE's answer: `(plan_type, plan)` rows.
