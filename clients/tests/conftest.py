@@ -118,11 +118,13 @@ class Server:
     def stop(self) -> int:
         return self.process.stop()
 
-    def start_executor(self, log: Path, env=None, slots: int = 2) -> Process:
+    def start_executor(self, log: Path, env=None, slots: int = 2, work_dir: Path | None = None) -> Process:
         """A `floe executor` process registered with this server's scheduler."""
         port = free_port(pair=True)
         args = ["executor", "--scheduler", f"127.0.0.1:{self.scheduler_port}",
                 "--bind", f"127.0.0.1:{port}", "--slots", str(slots)]
+        if work_dir is not None:
+            args += ["--work-dir", str(work_dir)]
         return Process(args, log, wait_port=port, env=env)
 
 

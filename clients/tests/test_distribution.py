@@ -18,14 +18,18 @@ READ = re.compile(r"reading data file .*file=(\S+)")
 @pytest.fixture()
 def cluster(tmp_path):
     server = Server(tmp_path / "data", ["--local-executors", "0", "--target-partitions", "4"])
+    work_dirs = [tmp_path / f"work{i}" for i in range(2)]
     executors = [
-        server.start_executor(tmp_path / f"executor{i}.log", env={"RUST_LOG": "info,floe::scan=debug"})
+        server.start_executor(tmp_path / f"executor{i}.log", env={"RUST_LOG": "info,floe::scan=debug"},
+                              work_dir=work_dirs[i])
         for i in range(2)
     ]
     yield server, executors
     for executor in executors:
-        executor.stop()
+        assert executor.stop() == 0
     server.stop()
+    # Executors remove their jobs' shuffle and result files when they stop.
+    assert [list(d.iterdir()) for d in work_dirs] == [[], []]
 
 
 def events_table(server, namespace, tags):

@@ -13,8 +13,8 @@ use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_
 use datafusion::functions_nested::all_default_nested_functions;
 use tokio::task::JoinHandle;
 
-use super::MAX_MESSAGE_SIZE;
 use super::task_errors::ReportingEngine;
+use super::{MAX_MESSAGE_SIZE, RESULT_RETENTION};
 use crate::codec::FloePhysicalCodec;
 use crate::error::{FloeError, Result};
 
@@ -48,6 +48,10 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
         scheduler_port: options.scheduler_port,
         concurrent_tasks: options.slots,
         memory_pool_size: options.memory_limit,
+        // Job outputs live as long as the scheduler keeps the job's results; what is
+        // left (a coordinator that went away) is swept, and everything at shutdown.
+        job_data_ttl_seconds: RESULT_RETENTION.as_secs(),
+        job_data_clean_up_interval_seconds: JOB_DATA_SWEEP.as_secs(),
         work_dir: options
             .work_dir
             .as_ref()
@@ -73,10 +77,28 @@ fn function_registry() -> BallistaFunctionRegistry {
 }
 
 /// Runs an executor until SIGINT/SIGTERM.
-pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
+pub async fn run_executor(mut options: ExecutorOptions) -> Result<()> {
     let coordinator = format!("{}:{}", options.scheduler_host, options.scheduler_port);
     crate::catalog::credentials::set_coordinator(coordinator);
-    run_executor_with(|| Ok(options.clone())).await
+    // Without a work directory, one of its own, removed when it stops.
+    let temporary = options
+        .work_dir
+        .is_none()
+        .then(|| std::env::temp_dir().join(format!("floe-executor-{}", uuid::Uuid::new_v4())));
+    let work_dir = options
+        .work_dir
+        .get_or_insert_with(|| temporary.clone().unwrap_or_default());
+    std::fs::create_dir_all(&*work_dir).map_err(|e| {
+        FloeError::invalid(format!(
+            "--work-dir: cannot create {}: {e}",
+            work_dir.display()
+        ))
+    })?;
+    let result = run_executor_with(|| Ok(options.clone())).await;
+    if let Some(dir) = temporary {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    result
 }
 
 /// Runs an executor with the options `options` gives; asks again if registration is
@@ -100,6 +122,9 @@ async fn run_executor_with(options: impl Fn() -> Result<ExecutorOptions>) -> Res
 }
 
 const REGISTRATION_ATTEMPTS: u32 = 5;
+
+/// How often an executor looks for job outputs older than [`RESULT_RETENTION`].
+const JOB_DATA_SWEEP: Duration = Duration::from_secs(300);
 
 /// Starts an in-process executor on free loopback ports; it runs until SIGINT/SIGTERM,
 /// then finishes (or drops) its running tasks and ends.

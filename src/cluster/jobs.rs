@@ -23,6 +23,9 @@ use super::result_files::{self, End, LivePartition, live};
 use super::{Cluster, MAX_MESSAGE_SIZE, Scheduler, explain};
 use crate::error::{ErrorKind, FloeError, Result};
 
+/// How often a query asks which result partitions remote executors have finished.
+const REMOTE_POLL: Duration = Duration::from_millis(25);
+
 /// A submitted job and its status updates; cancelled if dropped before it ends.
 struct Submitted {
     job_id: String,
@@ -182,6 +185,32 @@ impl Cluster {
             Some(path) => result_files::read_file(path),
             None => fetch_partition(location).await,
         }
+    }
+
+    /// Whether executors other than the in-process ones are registered.
+    async fn has_remote_executors(&self) -> bool {
+        let registered = self
+            .scheduler
+            .state
+            .executor_manager
+            .get_executors_state()
+            .await
+            .map(|executors| executors.len())
+            .unwrap_or(0);
+        registered > self.local_results.work_dir_count()
+    }
+
+    /// The result partitions of a running job whose tasks have finished.
+    async fn result_locations(&self, job_id: &str) -> Vec<PartitionLocation> {
+        let jobs = self.scheduler.state.task_manager.get_running_job_cache();
+        let Some(job) = jobs.get(job_id) else {
+            return Vec::new();
+        };
+        let locations = job.execution_graph.read().await.output_locations();
+        locations
+            .into_iter()
+            .filter_map(|location| location.try_into().ok())
+            .collect()
     }
 
     /// The stage whose output is the job's result, once the job is planned.
@@ -367,6 +396,8 @@ impl ResultStream {
         // at once (they would otherwise spill to files while they wait).
         let mut reading = futures::stream::SelectAll::new();
         let mut resolve_delay = Duration::from_millis(1);
+        let mut remote_poll = tokio::time::interval(REMOTE_POLL);
+        let remote_executors = self.cluster.has_remote_executors().await;
         let status = loop {
             tokio::select! {
                 biased;
@@ -391,6 +422,11 @@ impl ResultStream {
                 _ = tokio::time::sleep(resolve_delay), if self.final_stage.is_none() => {
                     self.resolve_result_stage().await;
                     resolve_delay = (resolve_delay * 2).min(Duration::from_millis(50));
+                }
+                _ = remote_poll.tick(), if remote_executors && self.final_stage.is_some() => {
+                    for batches in self.finished_remote_partitions().await? {
+                        reading.push(batches);
+                    }
                 }
             }
         };
@@ -431,6 +467,26 @@ impl ResultStream {
             Err(job_error) => job_error,
             Ok(_) => error,
         }
+    }
+
+    /// Streams of the result partitions that remote executors finished since last asked
+    /// (in-process executors' partitions come through the subscription).
+    async fn finished_remote_partitions(&mut self) -> Result<Vec<SendableRecordBatchStream>> {
+        let mut streams = Vec::new();
+        for location in self.cluster.result_locations(&self.job.job_id).await {
+            let Some(partition) = location.partition_id.as_ref() else {
+                continue;
+            };
+            let partition = partition.partition_id as usize;
+            if self.streamed.contains(&partition)
+                || self.cluster.local_results.find(&location).is_some()
+            {
+                continue;
+            }
+            self.streamed.insert(partition);
+            streams.push(self.cluster.read_partition(location).await?);
+        }
+        Ok(streams)
     }
 
     /// Learns the job's result stage (once it is planned), so that its partitions come

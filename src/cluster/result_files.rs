@@ -6,9 +6,9 @@
 //! where Ballista's shuffle reads and its Flight service find it), through
 //! [`ResultStageExec`]. A coordinator subscribed to a job ([`live`]) hears of each
 //! partition its in-process executors start: it follows the file as it grows, and for
-//! the job's result stage it takes the batches in memory first. A writer never waits
-//! for the coordinator: once the memory queue is full, the rest goes to the file, so a
-//! slow client holds disk, not an executor slot. Finished partitions of in-process
+//! the job's result stage it takes the batches in memory first. A writer waits for the
+//! coordinator only briefly ([`SPILL_AFTER`]): past that, the rest goes to the file, so
+//! a stalled client holds disk, not an executor slot. Finished partitions of in-process
 //! executors are read from their files ([`LocalResultFiles`]); remote ones through the
 //! executor's Flight service.
 
@@ -18,6 +18,7 @@ use std::io::Write as _;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use ballista_core::execution_plans::{ShuffleReaderExec, ShuffleWriterExec, create_shuffle_path};
@@ -36,7 +37,12 @@ use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder,
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::StreamExt;
 use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::mpsc::error::SendTimeoutError;
+
+/// How long a result batch may wait for room in the coordinator's memory queue before
+/// it and the rest of its partition go to the file: a client reading steadily paces the
+/// task, one that stalls frees it.
+const SPILL_AFTER: Duration = Duration::from_millis(100);
 
 /// Batches in flight between a plan and the thread writing or reading its file.
 const CHANNEL_BATCHES: usize = 2;
@@ -136,9 +142,12 @@ impl QueryStageExecutor for ResultStageExec {
                     batches += 1;
                     rows += batch.num_rows() as u64;
                     if let Some(to_coordinator) = &memory {
-                        match to_coordinator.try_send(batch) {
+                        match to_coordinator.send_timeout(batch, SPILL_AFTER).await {
                             Ok(()) => continue,
-                            Err(TrySendError::Full(unsent) | TrySendError::Closed(unsent)) => {
+                            Err(
+                                SendTimeoutError::Timeout(unsent)
+                                | SendTimeoutError::Closed(unsent),
+                            ) => {
                                 batch = unsent;
                                 memory = None;
                             }
@@ -495,6 +504,10 @@ impl LocalResultFiles {
         if let Ok(mut dirs) = self.work_dirs.lock() {
             dirs.push(dir);
         }
+    }
+
+    pub(super) fn work_dir_count(&self) -> usize {
+        self.work_dirs.lock().map(|dirs| dirs.len()).unwrap_or(0)
     }
 
     pub(super) fn take_work_dirs(&self) -> Vec<PathBuf> {
