@@ -93,13 +93,10 @@ def main():
     root = Path(os.environ.get("FLOE_BENCH_DIR", tempfile.mkdtemp(prefix="floe-tpch-")))
     data = tpch.generate(SCALE, root / f"sf{SCALE:g}")
     floe_dir = root / "floe"
-    fresh = not (floe_dir / "catalog.db").exists()
     server = Server(floe_dir)
     try:
         catalog = server.pyiceberg()
-        files = tpch.load(catalog, data) if fresh else {
-            name: [t.file.file_path for t in catalog.load_table(f"default.{name}").scan().plan_files()]
-            for name in tpch.TABLES}
+        files = tpch.load_once(catalog, data)
         reference = tpch.duckdb_connection(root / "duckdb-extensions")
         tpch.attach_files(reference, files)
         sqls = {n: q for n, q in tpch.queries(reference).items() if not ONLY or n in ONLY}

@@ -189,15 +189,7 @@ impl Cluster {
 
     /// Whether executors other than the in-process ones are registered.
     async fn has_remote_executors(&self) -> bool {
-        let registered = self
-            .scheduler
-            .state
-            .executor_manager
-            .get_executors_state()
-            .await
-            .map(|executors| executors.len())
-            .unwrap_or(0);
-        registered > self.local_results.work_dir_count()
+        self.registered_executors().await > self.local_results.work_dir_count()
     }
 
     /// The result partitions of a running job whose tasks have finished.

@@ -162,18 +162,21 @@ impl Cluster {
         }
     }
 
+    async fn registered_executors(&self) -> usize {
+        self.scheduler
+            .state
+            .executor_manager
+            .get_executors_state()
+            .await
+            .map(|executors| executors.len())
+            .unwrap_or(0)
+    }
+
     /// Waits until at least `n` executors are registered.
     pub async fn wait_for_executors(&self, n: usize, timeout: Duration) -> Result<()> {
         let start = Instant::now();
         loop {
-            let registered = self
-                .scheduler
-                .state
-                .executor_manager
-                .get_executors_state()
-                .await
-                .map(|s| s.len())
-                .unwrap_or(0);
+            let registered = self.registered_executors().await;
             if registered >= n {
                 return Ok(());
             }
