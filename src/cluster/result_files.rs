@@ -363,12 +363,17 @@ impl LivePartition {
             read: 0,
             progress: self.progress,
         };
-        let from_file = read_stream(file)?;
+        let reader = open_reader(file)?;
+        let schema = reader.schema();
         let Some(mut memory) = self.memory else {
-            return Ok(from_file);
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                schema,
+                read_ahead(reader),
+            )));
         };
-        let schema = from_file.schema();
+        // The file is read (on a thread of its own) only once the memory queue is done.
         let from_memory = futures::stream::poll_fn(move |cx| memory.poll_recv(cx)).map(Ok);
+        let from_file = futures::stream::once(async move { read_ahead(reader) }).flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             schema,
             from_memory.chain(from_file),
@@ -536,16 +541,28 @@ impl LocalResultFiles {
     }
 }
 
-/// Streams a finished Arrow IPC file, read on a blocking thread a few batches ahead.
+/// Streams a finished Arrow IPC file.
 pub(super) fn read_file(path: PathBuf) -> DfResult<SendableRecordBatchStream> {
-    read_stream(File::open(&path)?)
+    let reader = open_reader(File::open(&path)?)?;
+    Ok(Box::pin(RecordBatchStreamAdapter::new(
+        reader.schema(),
+        read_ahead(reader),
+    )))
 }
 
-/// The file's schema is read here (it is written before the file is published); the
-/// batches on a blocking thread, a few ahead.
-fn read_stream(file: impl std::io::Read + Send + 'static) -> DfResult<SendableRecordBatchStream> {
-    let reader = StreamReader::try_new(BufReader::with_capacity(1 << 20, file), None)?;
-    let schema = reader.schema();
+/// A reader of an Arrow IPC stream, having read its schema (which a result file has
+/// from its creation, before it is published).
+fn open_reader<R: std::io::Read>(file: R) -> DfResult<StreamReader<BufReader<R>>> {
+    Ok(StreamReader::try_new(
+        BufReader::with_capacity(1 << 20, file),
+        None,
+    )?)
+}
+
+/// The reader's batches, read on a blocking thread a few batches ahead.
+fn read_ahead<R: std::io::Read + Send + 'static>(
+    reader: StreamReader<BufReader<R>>,
+) -> impl futures::Stream<Item = DfResult<RecordBatch>> + Send {
     let (tx, mut rx) = mpsc::channel(CHANNEL_BATCHES);
     tokio::task::spawn_blocking(move || {
         for batch in reader {
@@ -555,6 +572,5 @@ fn read_stream(file: impl std::io::Read + Send + 'static) -> DfResult<SendableRe
             }
         }
     });
-    let batches = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-    Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
