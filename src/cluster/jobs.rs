@@ -560,13 +560,16 @@ async fn fetch_partition(
     )
     .await
     .map_err(|e| DataFusionError::External(Box::new(e)))?;
+    // The file's own (LZ4-compressed) bytes, rather than batches the executor decodes
+    // and encodes again for Flight.
+    let flight_transport = false;
     client
         .fetch_partition(
             &executor.id,
             &partition_id,
             location.file_id,
             location.is_sort_shuffle,
-            true,
+            flight_transport,
         )
         .await
         .map_err(|e| DataFusionError::External(Box::new(e)))
