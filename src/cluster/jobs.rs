@@ -23,8 +23,11 @@ use super::result_files::{self, End, LivePartition, live};
 use super::{Cluster, MAX_MESSAGE_SIZE, Scheduler, explain};
 use crate::error::{ErrorKind, FloeError, Result};
 
-/// How often a query asks which result partitions remote executors have finished.
+/// How often a query asks which result partitions remote executors have finished: at
+/// first, and after each answer with news; it waits twice as long after each answer
+/// without, up to [`REMOTE_POLL_MAX`] (asking copies the scheduler's running jobs).
 const REMOTE_POLL: Duration = Duration::from_millis(25);
+const REMOTE_POLL_MAX: Duration = Duration::from_millis(400);
 
 /// A submitted job and its status updates; cancelled if dropped before it ends.
 struct Submitted {
@@ -388,7 +391,9 @@ impl ResultStream {
         // at once (they would otherwise spill to files while they wait).
         let mut reading = futures::stream::SelectAll::new();
         let mut resolve_delay = Duration::from_millis(1);
-        let mut remote_poll = tokio::time::interval(REMOTE_POLL);
+        let mut remote_delay = REMOTE_POLL;
+        let remote_poll = tokio::time::sleep(remote_delay);
+        tokio::pin!(remote_poll);
         let remote_executors = self.cluster.has_remote_executors().await;
         let status = loop {
             tokio::select! {
@@ -415,10 +420,15 @@ impl ResultStream {
                     self.resolve_result_stage().await;
                     resolve_delay = (resolve_delay * 2).min(Duration::from_millis(50));
                 }
-                _ = remote_poll.tick(), if remote_executors && self.final_stage.is_some() => {
-                    for batches in self.finished_remote_partitions().await? {
-                        reading.push(batches);
-                    }
+                _ = &mut remote_poll, if remote_executors && self.final_stage.is_some() => {
+                    let finished = self.finished_remote_partitions().await?;
+                    remote_delay = if finished.is_empty() {
+                        (remote_delay * 2).min(REMOTE_POLL_MAX)
+                    } else {
+                        REMOTE_POLL
+                    };
+                    reading.extend(finished);
+                    remote_poll.as_mut().reset(tokio::time::Instant::now() + remote_delay);
                 }
             }
         };
