@@ -15,17 +15,12 @@ Data: TPC-H from `tpchgen-cli` loaded by pyiceberg, shared with benches/tpch.py
 
 import os
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients" / "tests"))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients"))
-import tpch  # noqa: E402
+from common import SCALE, bench_data, on_two_executors, tpch
 from conftest import Server  # noqa: E402
 
-SCALE = float(os.environ.get("FLOE_BENCH_SCALE", 1))
 STATEMENTS = {
     "SELECT 1": "SELECT 1",
     "count(*) lineitem": "SELECT count(*) FROM lineitem",
@@ -87,24 +82,15 @@ def floe_run(server, pid):
 
 
 def main():
-    root = Path(os.environ.get("FLOE_BENCH_DIR", tempfile.mkdtemp(prefix="floe-tpch-")))
-    data = tpch.generate(SCALE, root / f"sf{SCALE:g}")
-    floe_dir = root / "floe"
-    server = Server(floe_dir)
+    root, data = bench_data()
+    server = Server(root / "floe")
     try:
         catalog = server.pyiceberg()
         files = tpch.load_once(catalog, data)
         results = {"floe": floe_run(server, server.process.proc.pid)}
     finally:
         server.stop()
-    cluster = Server(floe_dir, ["--local-executors", "0"])
-    executors = [cluster.start_executor(root / f"executor{i}.log", slots=1) for i in range(2)]
-    try:
-        results["floe 2x1"] = floe_run(cluster, cluster.process.proc.pid)
-    finally:
-        for executor in executors:
-            executor.stop()
-        cluster.stop()
+    results["floe 2x1"] = on_two_executors(root, lambda s: floe_run(s, s.process.proc.pid))
     results["datafusion"] = datafusion_baseline(files)
 
     print(f"TPC-H SF{SCALE:g}, {os.cpu_count()} cores; latency = median of 50, ratio to DataFusion")

@@ -20,16 +20,12 @@ per table, loaded as Iceberg tables by pyiceberg (kept in FLOE_BENCH_DIR between
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients" / "tests"))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients"))
-import tpch  # noqa: E402
+from common import SCALE, bench_data, on_two_executors, tpch
 from conftest import Server, query  # noqa: E402
 
-SCALE = float(os.environ.get("FLOE_BENCH_SCALE", 1))
 RUNS = int(os.environ.get("FLOE_BENCH_RUNS", 3))
 ONLY = [int(q) for q in os.environ.get("FLOE_BENCH_QUERIES", "").split(",") if q]
 
@@ -90,10 +86,8 @@ def polars_iceberg_times(catalog, sqls):
 
 
 def main():
-    root = Path(os.environ.get("FLOE_BENCH_DIR", tempfile.mkdtemp(prefix="floe-tpch-")))
-    data = tpch.generate(SCALE, root / f"sf{SCALE:g}")
-    floe_dir = root / "floe"
-    server = Server(floe_dir)
+    root, data = bench_data()
+    server = Server(root / "floe")
     try:
         catalog = server.pyiceberg()
         files = tpch.load_once(catalog, data)
@@ -105,14 +99,7 @@ def main():
     finally:
         server.stop()
 
-    cluster = Server(floe_dir, ["--local-executors", "0"])
-    executors = [cluster.start_executor(root / f"executor{i}.log", slots=1) for i in range(2)]
-    try:
-        results["floe 2x1"] = floe_times(cluster, sqls)
-    finally:
-        for executor in executors:
-            executor.stop()
-        cluster.stop()
+    results["floe 2x1"] = on_two_executors(root, lambda s: floe_times(s, sqls))
     results["datafusion"] = datafusion_times(files, sqls)
     duck = tpch.duckdb_connection(root / "duckdb-extensions")
     results["duckdb iceberg"] = duckdb_iceberg_times(duck, catalog, sqls)
