@@ -51,3 +51,37 @@ def test_a_client_slower_than_the_job_gets_every_row(server):
         total += pc.sum(chunk.data.column(0)).as_py() or 0
     assert (count, total) == (rows, rows * (rows - 1) // 2)
     client.close()
+
+
+def test_an_empty_result_has_its_columns(cur, schema):
+    cur.execute(f"CREATE TABLE {schema}.few (id BIGINT, name STRING)")
+    for i in range(3):
+        cur.execute(f"INSERT INTO {schema}.few VALUES ({i}, 'n{i}')")
+    cur.execute(f"SELECT id, name FROM {schema}.few WHERE id < 0")
+    table = cur.fetch_arrow_table()
+    assert table.num_rows == 0
+    assert table.schema.names == ["id", "name"]
+    assert [str(t) for t in table.schema.types] == ["int64", "string"]
+
+
+def test_two_clients_streaming_at_once_each_get_their_own_rows(server):
+    sizes = {"a": 2_000_000, "b": 1_500_000}
+    got = {}
+
+    def read(name, stall):
+        client = flight.FlightClient(server.uri)
+        count, total = 0, 0
+        for i, chunk in enumerate(_do_get(client, f"SELECT value + 1 AS v FROM range(0, {sizes[name]})")):
+            if stall and i == 1:
+                time.sleep(1)
+            count += chunk.data.num_rows
+            total += pc.sum(chunk.data.column(0)).as_py() or 0
+        got[name] = (count, total)
+        client.close()
+
+    threads = [threading.Thread(target=read, args=("a", True)), threading.Thread(target=read, args=("b", False))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert got == {name: (n, n * (n + 1) // 2) for name, n in sizes.items()}
