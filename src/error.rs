@@ -231,3 +231,23 @@ impl From<FloeError> for DataFusionError {
 pub fn iceberg_to_df(e: iceberg::Error) -> DataFusionError {
     FloeError::from(e).into()
 }
+
+/// Maps an error to the gRPC status a client (or an executor) sees.
+pub fn status(e: FloeError) -> tonic::Status {
+    use tonic::Status;
+    let message = e.message;
+    match e.kind {
+        ErrorKind::InvalidArgument => Status::invalid_argument(message),
+        ErrorKind::NotFound => Status::not_found(message),
+        ErrorKind::AlreadyExists => Status::already_exists(message),
+        ErrorKind::Unimplemented => Status::unimplemented(message),
+        ErrorKind::Cancelled => Status::cancelled(message),
+        ErrorKind::DeadlineExceeded => Status::deadline_exceeded(message),
+        ErrorKind::Aborted => Status::aborted(message),
+        ErrorKind::ResourceExhausted => Status::resource_exhausted(message),
+        ErrorKind::Unavailable => Status::unavailable(message),
+        ErrorKind::Unauthenticated => Status::unauthenticated(message),
+        ErrorKind::PermissionDenied => Status::permission_denied(message),
+        ErrorKind::Internal => Status::internal(message),
+    }
+}

@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod cluster;
 pub mod codec;
 pub mod config;
+pub mod coordinator_link;
 pub mod error;
 pub mod flight;
 pub mod server;

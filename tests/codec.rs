@@ -8,15 +8,16 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use floe::catalog::StorageSpec;
-use floe::codec::FloePhysicalCodec;
+use floe::codec::{FloePhysicalCodec, proto, task_groups};
 use floe::table::constants;
 use floe::table::plan_schema;
-use floe::table::scan::{IcebergScanExec, ScanParts, group_tasks};
+use floe::table::scan::{IcebergScanExec, ScanParts, TaskGroups, group_tasks};
 use floe::table::staged_scan::StagedScanExec;
 use floe::table::staging::{StagedFile, group_staged};
 use floe::table::write::{IcebergWriteExec, WriteSpec};
 use iceberg::expr::{Bind, Reference};
 use iceberg::spec::{Datum, FormatVersion, PartitionSpec, PrimitiveLiteral, Struct, Transform};
+use prost::Message;
 
 use crate::support::{position_delete, schema, task};
 
@@ -82,6 +83,10 @@ fn scan_node_decodes_to_the_same_partitions_and_tasks() {
         decoded.groups, scan.groups,
         "same tasks in the same partitions"
     );
+    let groups = decoded
+        .groups
+        .listed()
+        .expect("a small scan lists its tasks");
     assert_eq!(
         decoded.properties().output_partitioning().partition_count(),
         3
@@ -91,31 +96,94 @@ fn scan_node_decodes_to_the_same_partitions_and_tasks() {
     assert_eq!(decoded.parts.storage, scan.parts.storage);
     assert_eq!(decoded.parts.project_field_ids, vec![2, 1]);
     assert_eq!(decoded.parts.reshaped_field_ids, vec![2]);
-    let first = &decoded.groups[0][0];
+    let first = &groups[0][0];
     assert_eq!(first.project_field_ids, vec![2, 1]);
     assert!(first.name_mapping.is_some());
     assert!(
-        decoded
-            .groups
+        groups
             .iter()
             .flatten()
             .all(|t| t.partition.is_none() == t.partition_spec.is_none())
     );
-    let carried: Vec<_> = decoded
-        .groups
+    let carried: Vec<_> = groups
         .iter()
         .flatten()
         .map(constants::attached)
         .filter(|c| !c.is_empty())
         .collect();
     assert_eq!(carried, vec![identity]);
-    let deletes: Vec<_> = decoded
-        .groups
-        .iter()
-        .flatten()
-        .flat_map(|t| &t.deletes)
-        .collect();
+    let deletes: Vec<_> = groups.iter().flatten().flat_map(|t| &t.deletes).collect();
     assert_eq!(deletes.len(), 1);
+}
+
+#[tokio::test]
+async fn a_scan_of_many_files_sends_each_task_only_its_own_group() {
+    let tasks: Vec<_> = (0..100_000)
+        .map(|i| {
+            task(
+                &format!("file:///wh/t/data/{i:06}-0-a1b2c3d4.parquet"),
+                1000,
+            )
+        })
+        .collect();
+    let scan = Arc::new(
+        IcebergScanExec::try_new(scan_parts(), group_tasks(tasks, 2, 0)).expect("valid scan"),
+    );
+    let codec = FloePhysicalCodec::default();
+    let mut plan = Vec::new();
+    codec.try_encode(scan.clone(), &mut plan).expect("encodes");
+    // Listing the files would take 6.4 MB, in the plan of every task.
+    assert!(
+        plan.len() < 4096,
+        "the plan every task receives does not list the files: {} bytes",
+        plan.len()
+    );
+    let decoded = codec
+        .try_decode(&plan, &[], &TaskContext::default())
+        .expect("decodes");
+    let decoded = decoded
+        .as_any()
+        .downcast_ref::<IcebergScanExec>()
+        .expect("an IcebergScanExec");
+    assert_eq!(decoded.groups, TaskGroups::AtCoordinator(2));
+    assert_eq!(
+        decoded.properties().output_partitioning().partition_count(),
+        2
+    );
+
+    // What a remote executor's task gets: its own group, in messages of bounded size.
+    let listed = scan
+        .groups
+        .listed()
+        .expect("the coordinator lists its tasks");
+    let scan_id = scan.scan_id.clone();
+    let request = |partition| {
+        proto::TaskGroupRequest {
+            scan_id: scan_id.clone(),
+            partition,
+        }
+        .encode_to_vec()
+    };
+    let answers = task_groups::serve(&request(1)).expect("the coordinator keeps the groups");
+    assert_eq!(answers.len(), listed[1].len().div_ceil(1000));
+    assert!(answers.iter().all(|a| a.len() < 256 * 1024));
+    let paths: Vec<String> = answers
+        .iter()
+        .flat_map(|a| proto::TaskGroup::decode(a.clone()).expect("a group").tasks)
+        .map(|t| t.data_file_path)
+        .collect();
+    let expected: Vec<String> = listed[1].iter().map(|t| t.data_file_path.clone()).collect();
+    assert_eq!(paths, expected);
+    // An in-process executor's task takes it from the coordinator's own registry.
+    let fetched = task_groups::fetch(&scan_id, 0, &schema())
+        .await
+        .expect("fetched");
+    assert_eq!(fetched, listed[0]);
+
+    // Once no plan holds the scan, its groups are gone.
+    drop(scan);
+    let gone = task_groups::serve(&request(0)).expect_err("ended");
+    assert!(gone.message.contains(&scan_id), "{}", gone.message);
 }
 
 #[test]

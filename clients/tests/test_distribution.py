@@ -77,6 +77,34 @@ def test_two_executors_share_the_files_and_read_each_once(cluster):
     assert sum(after.values()) - sum(reads.values()) == 1
 
 
+def test_a_scan_of_many_files_reaches_executors_group_by_group(cluster, tmp_path):
+    """Past 1,000 files a plan no longer lists them: each task fetches its own group
+    from the coordinator. Every file is still read exactly once, by both executors."""
+    import pyarrow.parquet as pq
+
+    files = 1200
+    paths = []
+    for f in range(files):
+        path = tmp_path / "loose" / f"part-{f:05d}.parquet"
+        path.parent.mkdir(exist_ok=True)
+        pq.write_table(pa.table({"id": pa.array([f * 2, f * 2 + 1], pa.int64())}), path)
+        paths.append(f"file://{path}")
+    catalog = cluster[0].pyiceberg()
+    catalog.create_namespace("many")
+    table = catalog.create_table("many.files", schema=pa.schema([pa.field("id", pa.int64())]))
+    table.add_files(paths)
+
+    server, executors = cluster
+    with server.connect() as conn, conn.cursor() as cur:
+        result = query(cur, "SELECT count(*) AS n, sum(id) AS s FROM many.files").to_pylist()
+    assert result == [{"n": 2 * files, "s": (2 * files) * (2 * files - 1) // 2}]
+    per_executor = [files_read(e) for e in executors]
+    assert all(per_executor), f"each executor reads files: {[len(r) for r in per_executor]}"
+    reads = Counter(f for files in per_executor for f in files)
+    assert sorted(reads) == sorted(paths)
+    assert set(reads.values()) == {1}, "every file read exactly once"
+
+
 def test_results_stream_from_remote_executors(cluster):
     server, _ = cluster
     with server.connect() as conn, conn.cursor() as cur:

@@ -15,15 +15,15 @@
 //! [`LEASE_GRACE`]; renewing an ended or unknown lease is refused.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use arrow_flight::Action;
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use iceberg::io::{S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3_SESSION_TOKEN};
 use iceberg::{Error, ErrorKind, Result};
 use iceberg_storage_opendal::{AwsCredential, ProvideCredential};
+
+use crate::coordinator_link;
 
 /// The storage property that names a table's credential lease.
 pub const LEASE_PROP: &str = "floe.credential-lease";
@@ -66,10 +66,6 @@ struct Leases {
 
 static LEASES: LazyLock<Mutex<Leases>> = LazyLock::new(Mutex::default);
 
-/// Where executors renew leases this process does not hold: the coordinator's
-/// scheduler address (`host:port`).
-static COORDINATOR: OnceLock<String> = OnceLock::new();
-
 fn leases() -> std::sync::MutexGuard<'static, Leases> {
     LEASES.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -105,11 +101,6 @@ pub fn open_lease(table: &str, renew: Renew, expires: SystemTime) -> String {
     id
 }
 
-/// Executors: renew leases at the coordinator whose scheduler is at `addr`.
-pub fn set_coordinator(addr: String) {
-    let _ = COORDINATOR.set(addr);
-}
-
 /// The table's current storage properties for lease `id`: from the catalog if this
 /// process holds the lease (the coordinator, and its in-process executors), else from
 /// the coordinator.
@@ -117,10 +108,10 @@ pub async fn renew(id: &str) -> Result<HashMap<String, String>> {
     if let Some(renew) = renew_here(id) {
         return renew().await;
     }
-    match COORDINATOR.get() {
-        Some(addr) => renew_at_coordinator(addr, id).await,
-        None => Err(ended()),
+    if !coordinator_link::is_set() {
+        return Err(ended());
     }
+    renew_at_coordinator(id).await
 }
 
 /// Renews a lease this process holds; `None` if it holds no such lease (or it ended).
@@ -135,31 +126,21 @@ pub fn renew_here(id: &str) -> Option<Renew> {
     Some(lease.renew.clone())
 }
 
-/// Asks the coordinator whose scheduler is at `addr` to renew lease `id`.
-async fn renew_at_coordinator(addr: &str, id: &str) -> Result<HashMap<String, String>> {
+/// Asks the coordinator to renew lease `id`.
+async fn renew_at_coordinator(id: &str) -> Result<HashMap<String, String>> {
     let failed = |e: String| {
         Error::new(
             ErrorKind::Unexpected,
-            format!("renewing storage credentials at the coordinator {addr}: {e}"),
+            format!("renewing storage credentials: {e}"),
         )
     };
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|e| failed(e.to_string()))?
-        .connect()
+    let answers = coordinator_link::ask(RENEW_ACTION, id.to_string().into())
         .await
-        .map_err(|e| failed(e.to_string()))?;
-    let mut client = arrow_flight::FlightClient::new(channel);
-    let action = Action::new(RENEW_ACTION, id.to_string());
-    let mut answers = client
-        .do_action(action)
-        .await
-        .map_err(|e| failed(e.to_string()))?;
-    let body = match answers.next().await {
-        Some(Ok(body)) => body,
-        Some(Err(e)) => return Err(failed(e.to_string())),
-        None => return Err(failed("no answer".to_string())),
-    };
-    serde_json::from_slice(&body).map_err(|e| failed(e.to_string()))
+        .map_err(failed)?;
+    let body = answers
+        .first()
+        .ok_or_else(|| failed("no answer".to_string()))?;
+    serde_json::from_slice(body).map_err(|e| failed(e.to_string()))
 }
 
 fn ended() -> Error {

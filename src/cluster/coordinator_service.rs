@@ -1,7 +1,8 @@
-//! What the coordinator serves on the scheduler port besides Ballista's scheduler: one
-//! Flight action, for executors to renew a table's vended storage credentials
-//! (`catalog::credentials`). Executors already reach that port, and the action needs no
-//! other credential than the lease id the plan carried.
+//! What the coordinator serves on the scheduler port besides Ballista's scheduler: Flight
+//! actions for executors (see `coordinator_link`), to renew a table's vended storage
+//! credentials (`catalog::credentials`) and to fetch a big scan's task group
+//! (`codec::task_groups`). Executors already reach that port, and an action needs no
+//! other credential than the unguessable id the plan carried.
 
 use std::net::SocketAddr;
 
@@ -11,11 +12,13 @@ use arrow_flight::{
     HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
 };
 use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
+use bytes::Bytes;
 use futures::stream::{self, BoxStream};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::{MAX_MESSAGE_SIZE, Scheduler};
 use crate::catalog::credentials::{self, RENEW_ACTION};
+use crate::codec::task_groups;
 
 /// Serves the scheduler and the coordinator's own actions on `listener` (as Ballista's own
 /// `start_grpc_service` does, with the peer address that executors registering from
@@ -37,6 +40,17 @@ pub async fn serve(listener: tokio::net::TcpListener, scheduler: Scheduler) -> s
 }
 
 struct CoordinatorService;
+
+async fn renew_credentials(body: &[u8]) -> Result<Vec<Bytes>, Status> {
+    let id = String::from_utf8_lossy(body).into_owned();
+    let renew = credentials::renew_here(&id)
+        .ok_or_else(|| Status::permission_denied("unknown or ended storage credential lease"))?;
+    let props = renew()
+        .await
+        .map_err(|e| Status::unavailable(format!("cannot renew the storage credentials: {e}")))?;
+    let body = serde_json::to_vec(&props).map_err(|e| Status::internal(e.to_string()))?;
+    Ok(vec![body.into()])
+}
 
 type Stream<T> = BoxStream<'static, Result<T, Status>>;
 
@@ -61,19 +75,17 @@ impl FlightService for CoordinatorService {
         request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
         let action = request.into_inner();
-        if action.r#type != RENEW_ACTION {
-            return only_actions();
-        }
-        let id = String::from_utf8_lossy(&action.body).into_owned();
-        let renew = credentials::renew_here(&id).ok_or_else(|| {
-            Status::permission_denied("unknown or ended storage credential lease")
-        })?;
-        let props = renew().await.map_err(|e| {
-            Status::unavailable(format!("cannot renew the storage credentials: {e}"))
-        })?;
-        let body = serde_json::to_vec(&props).map_err(|e| Status::internal(e.to_string()))?;
-        let answer = arrow_flight::Result { body: body.into() };
-        Ok(Response::new(Box::pin(stream::iter([Ok(answer)]))))
+        let answers = match action.r#type.as_str() {
+            RENEW_ACTION => renew_credentials(&action.body).await?,
+            task_groups::FETCH_ACTION => {
+                task_groups::serve(&action.body).map_err(crate::error::status)?
+            }
+            _ => return only_actions(),
+        };
+        let answers = answers
+            .into_iter()
+            .map(|body| Ok(arrow_flight::Result { body }));
+        Ok(Response::new(Box::pin(stream::iter(answers))))
     }
 
     async fn handshake(

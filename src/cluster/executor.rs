@@ -79,7 +79,7 @@ fn function_registry() -> BallistaFunctionRegistry {
 /// Runs an executor until SIGINT/SIGTERM.
 pub async fn run_executor(mut options: ExecutorOptions) -> Result<()> {
     let coordinator = format!("{}:{}", options.scheduler_host, options.scheduler_port);
-    crate::catalog::credentials::set_coordinator(coordinator);
+    crate::coordinator_link::set(coordinator).map_err(FloeError::invalid)?;
     // Without a work directory, one of its own, removed when it stops.
     let temporary = options
         .work_dir

@@ -16,10 +16,12 @@ use prost::Message;
 use crate::catalog::StorageSpec;
 use crate::error::{FloeError, Result};
 use crate::table::constants;
-use crate::table::scan::{IcebergScanExec, ScanParts};
+use crate::table::scan::{IcebergScanExec, ScanParts, TaskGroups};
 use crate::table::staged_scan::StagedScanExec;
 use crate::table::staging::{StagedFile, schema_from_ipc, schema_to_ipc};
 use crate::table::write::{IcebergWriteExec, WriteSpec};
+
+pub mod task_groups;
 
 /// Generated from `proto/floe.proto`.
 pub mod proto {
@@ -92,16 +94,27 @@ fn decode_node(buf: &[u8], inputs: &[Arc<dyn ExecutionPlan>]) -> Result<Arc<dyn 
     }
 }
 
+/// A scan's wire form: its tasks listed per group, or, past
+/// [`task_groups::INLINE_TASKS`], kept at the coordinator for each task to fetch.
 pub fn encode_scan(scan: &IcebergScanExec) -> Result<proto::ScanNode> {
-    let groups = scan
-        .groups
-        .iter()
-        .map(|tasks| {
-            Ok(proto::TaskGroup {
-                tasks: tasks.iter().map(encode_task).collect::<Result<_>>()?,
-            })
-        })
-        .collect::<Result<_>>()?;
+    let (groups, groups_at_coordinator) = match &scan.groups {
+        TaskGroups::Listed(groups) if scan.task_count() > Some(task_groups::INLINE_TASKS) => {
+            task_groups::keep(&scan.scan_id, groups);
+            (Vec::new(), groups.len())
+        }
+        TaskGroups::Listed(groups) => {
+            let listed = groups
+                .iter()
+                .map(|tasks| {
+                    Ok(proto::TaskGroup {
+                        tasks: tasks.iter().map(encode_task).collect::<Result<_>>()?,
+                    })
+                })
+                .collect::<Result<_>>()?;
+            (listed, 0)
+        }
+        TaskGroups::AtCoordinator(count) => (Vec::new(), *count),
+    };
     Ok(proto::ScanNode {
         table: scan.parts.table.clone(),
         schema_json: to_json(scan.parts.schema.as_ref())?,
@@ -112,6 +125,8 @@ pub fn encode_scan(scan: &IcebergScanExec) -> Result<proto::ScanNode> {
         groups,
         case_sensitive: scan.parts.case_sensitive,
         reshaped_field_ids: scan.parts.reshaped_field_ids.clone(),
+        scan_id: scan.scan_id.clone(),
+        groups_at_coordinator: groups_at_coordinator as u32,
     })
 }
 
@@ -138,17 +153,22 @@ fn encode_task(task: &FileScanTask) -> Result<proto::FileTask> {
 
 pub fn decode_scan(node: proto::ScanNode) -> Result<IcebergScanExec> {
     let schema: Arc<Schema> = Arc::new(from_json(&node.schema_json)?);
-    let groups = node
-        .groups
-        .into_iter()
-        .map(|group| {
-            group
-                .tasks
-                .into_iter()
-                .map(|task| decode_task(task, &schema))
-                .collect::<Result<Vec<_>>>()
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let groups = if node.groups_at_coordinator > 0 {
+        TaskGroups::AtCoordinator(node.groups_at_coordinator as usize)
+    } else {
+        let listed = node
+            .groups
+            .into_iter()
+            .map(|group| {
+                group
+                    .tasks
+                    .into_iter()
+                    .map(|task| decode_task(task, &schema))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        TaskGroups::Listed(Arc::new(listed))
+    };
     let parts = ScanParts {
         table: node.table,
         schema,
@@ -159,7 +179,7 @@ pub fn decode_scan(node: proto::ScanNode) -> Result<IcebergScanExec> {
         case_sensitive: node.case_sensitive,
         reshaped_field_ids: node.reshaped_field_ids,
     };
-    IcebergScanExec::try_new(parts, groups)
+    IcebergScanExec::with_groups(parts, node.scan_id, groups)
 }
 
 /// The per-node parts (schema, projection, predicate) are re-attached by

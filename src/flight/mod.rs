@@ -49,7 +49,8 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::arrow_compat::{client_schema, conform_batch};
 use crate::auth::{Authenticator, Identity};
 use crate::config::{AuthConfig, TlsConfig};
-use crate::error::{ErrorKind, FloeError};
+use crate::error::FloeError;
+pub use crate::error::status;
 use crate::sql::ingest::{IfExists, IfMissing, IngestTarget};
 use crate::sql::{Caller, Engine, Outcome, StatementKind};
 use prepared::PreparedStatements;
@@ -161,25 +162,6 @@ impl FloeFlightService {
     ) -> Result<i64, Status> {
         let outcome = self.engine.execute(caller, sql, params).await;
         outcome.and_then(Outcome::affected).map_err(status)
-    }
-}
-
-/// Maps an error to the Flight status a client sees.
-pub fn status(e: FloeError) -> Status {
-    let message = e.message;
-    match e.kind {
-        ErrorKind::InvalidArgument => Status::invalid_argument(message),
-        ErrorKind::NotFound => Status::not_found(message),
-        ErrorKind::AlreadyExists => Status::already_exists(message),
-        ErrorKind::Unimplemented => Status::unimplemented(message),
-        ErrorKind::Cancelled => Status::cancelled(message),
-        ErrorKind::DeadlineExceeded => Status::deadline_exceeded(message),
-        ErrorKind::Aborted => Status::aborted(message),
-        ErrorKind::ResourceExhausted => Status::resource_exhausted(message),
-        ErrorKind::Unavailable => Status::unavailable(message),
-        ErrorKind::Unauthenticated => Status::unauthenticated(message),
-        ErrorKind::PermissionDenied => Status::permission_denied(message),
-        ErrorKind::Internal => Status::internal(message),
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::stats::{ColumnStatistics, Precision};
-use datafusion::common::{Result as DfResult, Statistics, internal_err};
+use datafusion::common::{DataFusionError, Result as DfResult, Statistics, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::EquivalenceProperties;
@@ -27,7 +27,8 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
-use futures::{StreamExt, TryStreamExt};
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use iceberg::arrow::ArrowReaderBuilder;
 use iceberg::expr::Bind;
 use iceberg::expr::BoundPredicate;
@@ -44,6 +45,7 @@ use super::statistics;
 use super::{projected_arrow_schema, projected_id_schema};
 use crate::arrow_compat::conform_batch;
 use crate::catalog::StorageSpec;
+use crate::codec::task_groups;
 use crate::error::{FloeError, Result, iceberg_to_df};
 
 /// Table property holding the name mapping for files written without field ids.
@@ -53,8 +55,13 @@ const NAME_MAPPING_PROPERTY: &str = "schema.name-mapping.default";
 #[derive(Clone)]
 pub struct IcebergScanExec {
     pub parts: ScanParts,
+    /// Names this scan's task groups when the coordinator keeps them (see
+    /// `codec::task_groups`).
+    pub scan_id: String,
     /// One group of tasks per output partition (at least one group).
-    pub groups: Vec<Vec<FileScanTask>>,
+    pub groups: TaskGroups,
+    /// What every task is read with.
+    shape: TaskShape,
     output_schema: SchemaRef,
     /// The output columns labelled with field ids, for fitting reshaped columns.
     id_schema: SchemaRef,
@@ -65,6 +72,38 @@ pub struct IcebergScanExec {
     /// Per output column, over the whole scan (see `statistics`); on the coordinator only.
     column_statistics: Option<Vec<ColumnStatistics>>,
     metrics: ExecutionPlanMetricsSet,
+}
+
+/// Which tasks each partition of a scan reads.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TaskGroups {
+    /// Every partition's tasks: the coordinator's scan, and any scan small enough to
+    /// list them in its plan.
+    Listed(Arc<Vec<Vec<FileScanTask>>>),
+    /// An executor's copy of a scan too big to list: this many partitions, whose tasks
+    /// the coordinator keeps; each task fetches its own (see `codec::task_groups`).
+    AtCoordinator(usize),
+}
+
+impl TaskGroups {
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Listed(groups) => groups.len(),
+            Self::AtCoordinator(count) => *count,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every partition's tasks, where this plan lists them.
+    pub fn listed(&self) -> Option<&[Vec<FileScanTask>]> {
+        match self {
+            Self::Listed(groups) => Some(groups),
+            Self::AtCoordinator(_) => None,
+        }
+    }
 }
 
 /// Everything about a scan except its tasks.
@@ -87,13 +126,19 @@ pub struct ScanParts {
     pub reshaped_field_ids: Vec<i32>,
 }
 
-impl IcebergScanExec {
-    /// Builds the node from already grouped tasks; every task is normalised to the
-    /// node's schema, projection, predicate and name mapping.
-    pub fn try_new(parts: ScanParts, groups: Vec<Vec<FileScanTask>>) -> Result<Self> {
-        let output_schema = projected_arrow_schema(&parts.schema, &parts.project_field_ids)?;
-        let id_schema = projected_id_schema(&parts.schema, &parts.project_field_ids)?;
-        let read_ids = read_field_ids(&parts.schema, &parts.project_field_ids);
+/// The parts of a scan every one of its tasks carries for the reader: set on each task,
+/// whether planned, decoded or fetched.
+#[derive(Clone)]
+struct TaskShape {
+    schema: IcebergSchemaRef,
+    read_field_ids: Vec<i32>,
+    predicate: Option<BoundPredicate>,
+    name_mapping: Option<Arc<NameMapping>>,
+    case_sensitive: bool,
+}
+
+impl TaskShape {
+    fn of(parts: &ScanParts) -> Result<Self> {
         let name_mapping = match &parts.name_mapping {
             Some(json) => Some(Arc::new(
                 serde_json::from_str::<NameMapping>(json).map_err(|e| {
@@ -102,33 +147,68 @@ impl IcebergScanExec {
             )),
             None => None,
         };
-        let mut groups = groups;
-        if groups.is_empty() {
-            groups.push(Vec::new());
+        Ok(Self {
+            schema: parts.schema.clone(),
+            read_field_ids: read_field_ids(&parts.schema, &parts.project_field_ids),
+            predicate: parts.predicate.clone(),
+            name_mapping,
+            case_sensitive: parts.case_sensitive,
+        })
+    }
+
+    fn apply(&self, task: &mut FileScanTask) {
+        task.schema = self.schema.clone();
+        task.project_field_ids = self.read_field_ids.clone();
+        task.predicate = self.predicate.clone();
+        task.name_mapping = self.name_mapping.clone();
+        task.case_sensitive = self.case_sensitive;
+        // A planned tuple without a spec is unused by the reader and does not
+        // serialise; identity constants come with a spec (see `constants`).
+        if task.partition_spec.is_none() {
+            task.partition = None;
         }
-        for task in groups.iter_mut().flatten() {
-            task.schema = parts.schema.clone();
-            task.project_field_ids = read_ids.clone();
-            task.predicate = parts.predicate.clone();
-            task.name_mapping = name_mapping.clone();
-            task.case_sensitive = parts.case_sensitive;
-            // A planned tuple without a spec is unused by the reader and does not
-            // serialise; identity constants come with a spec (see `constants`).
-            if task.partition_spec.is_none() {
-                task.partition = None;
+    }
+}
+
+impl IcebergScanExec {
+    /// Builds a new scan from already grouped tasks.
+    pub fn try_new(parts: ScanParts, groups: Vec<Vec<FileScanTask>>) -> Result<Self> {
+        let scan_id = uuid::Uuid::new_v4().simple().to_string();
+        Self::with_groups(parts, scan_id, TaskGroups::Listed(Arc::new(groups)))
+    }
+
+    /// Builds scan `scan_id` (a decoded one); every listed task is normalised to the
+    /// node's schema, projection, predicate and name mapping.
+    pub fn with_groups(parts: ScanParts, scan_id: String, groups: TaskGroups) -> Result<Self> {
+        let output_schema = projected_arrow_schema(&parts.schema, &parts.project_field_ids)?;
+        let id_schema = projected_id_schema(&parts.schema, &parts.project_field_ids)?;
+        let shape = TaskShape::of(&parts)?;
+        let mut groups = groups;
+        if let TaskGroups::Listed(listed) = &mut groups {
+            let listed = Arc::make_mut(listed);
+            if listed.is_empty() {
+                listed.push(Vec::new());
             }
+            listed
+                .iter_mut()
+                .flatten()
+                .for_each(|task| shape.apply(task));
         }
         let properties = Arc::new(PlanProperties::new(
             EquivalenceProperties::new(output_schema.clone()),
-            Partitioning::UnknownPartitioning(groups.len()),
+            Partitioning::UnknownPartitioning(groups.len().max(1)),
             EmissionType::Incremental,
             Boundedness::Bounded,
         ));
-        let reads_all_rows =
-            parts.predicate.is_none() && groups.iter().flatten().all(|t| t.deletes.is_empty());
+        let no_deletes = groups
+            .listed()
+            .is_some_and(|listed| listed.iter().flatten().all(|t| t.deletes.is_empty()));
+        let reads_all_rows = parts.predicate.is_none() && no_deletes;
         Ok(Self {
             parts,
+            scan_id,
             groups,
+            shape,
             output_schema,
             id_schema,
             properties,
@@ -138,8 +218,35 @@ impl IcebergScanExec {
         })
     }
 
-    pub fn task_count(&self) -> usize {
-        self.groups.iter().map(Vec::len).sum()
+    /// How many file tasks the scan reads, where its plan lists them.
+    pub fn task_count(&self) -> Option<usize> {
+        self.groups
+            .listed()
+            .map(|groups| groups.iter().map(Vec::len).sum())
+    }
+
+    /// The tasks `partition` reads, normalised.
+    fn tasks_of(&self, partition: usize) -> BoxFuture<'static, DfResult<Vec<FileScanTask>>> {
+        match &self.groups {
+            TaskGroups::Listed(groups) => {
+                let tasks = groups.get(partition).cloned().ok_or_else(|| {
+                    DataFusionError::Internal(format!(
+                        "IcebergScanExec: partition {partition} of {}",
+                        groups.len()
+                    ))
+                });
+                futures::future::ready(tasks).boxed()
+            }
+            TaskGroups::AtCoordinator(_) => {
+                let (scan_id, shape) = (self.scan_id.clone(), self.shape.clone());
+                async move {
+                    let mut tasks = task_groups::fetch(&scan_id, partition, &shape.schema).await?;
+                    tasks.iter_mut().for_each(|task| shape.apply(task));
+                    Ok(tasks)
+                }
+                .boxed()
+            }
+        }
     }
 }
 
@@ -261,7 +368,7 @@ pub async fn plan_scan(
     let columns = statistics::column_statistics(
         table,
         snapshot,
-        scan.groups.iter().flatten(),
+        scan.groups.listed().unwrap_or_default().iter().flatten(),
         &scan.parts.project_field_ids,
         &scan.output_schema,
         scan.reads_all_rows,
@@ -461,6 +568,7 @@ impl fmt::Debug for IcebergScanExec {
         f.debug_struct("IcebergScanExec")
             .field("table", &self.parts.table)
             .field("project_field_ids", &self.parts.project_field_ids)
+            .field("scan_id", &self.scan_id)
             .field("groups", &self.groups.len())
             .field("tasks", &self.task_count())
             .field("storage", &self.parts.storage)
@@ -472,12 +580,15 @@ impl DisplayAs for IcebergScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         write!(
             f,
-            "IcebergScanExec: table={}, partitions={}, files={}, projection={:?}",
+            "IcebergScanExec: table={}, partitions={}, ",
             self.parts.table,
             self.groups.len(),
-            self.task_count(),
-            self.parts.project_field_ids
         )?;
+        match self.task_count() {
+            Some(files) => write!(f, "files={files}")?,
+            None => write!(f, "files at the coordinator")?,
+        }
+        write!(f, ", projection={:?}", self.parts.project_field_ids)?;
         if let Some(predicate) = &self.parts.predicate {
             write!(f, ", predicate={predicate}")?;
         }
@@ -525,9 +636,12 @@ impl ExecutionPlan for IcebergScanExec {
     }
 
     fn partition_statistics(&self, partition: Option<usize>) -> DfResult<Statistics> {
+        let Some(groups) = self.groups.listed() else {
+            return Ok(Statistics::new_unknown(&self.output_schema));
+        };
         let tasks: Vec<&FileScanTask> = match partition {
-            Some(p) => self.groups.get(p).into_iter().flatten().collect(),
-            None => self.groups.iter().flatten().collect(),
+            Some(p) => groups.get(p).into_iter().flatten().collect(),
+            None => groups.iter().flatten().collect(),
         };
         let rows: Option<u64> = tasks.iter().map(|t| t.record_count).sum();
         let mut stats = Statistics::new_unknown(&self.output_schema);
@@ -564,22 +678,8 @@ impl ExecutionPlan for IcebergScanExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
-        let Some(tasks) = self.groups.get(partition).cloned() else {
-            return internal_err!(
-                "IcebergScanExec: partition {partition} of {}",
-                self.groups.len()
-            );
-        };
-        for task in &tasks {
-            tracing::debug!(
-                target: "floe::scan",
-                table = %self.parts.table,
-                partition,
-                file = %task.data_file_path,
-                "reading data file"
-            );
-        }
-        let mut metrics = ScanMetrics::new(&self.metrics, partition, &tasks);
+        let tasks = self.tasks_of(partition);
+        let mut metrics = ScanMetrics::new(&self.metrics, partition);
         let runtime = iceberg::Runtime::try_current().map_err(iceberg_to_df)?;
         let reader = ArrowReaderBuilder::new(self.parts.storage.file_io(), runtime)
             .with_batch_size(context.session_config().batch_size())
@@ -587,28 +687,42 @@ impl ExecutionPlan for IcebergScanExec {
             .with_row_group_filtering_enabled(true)
             .build();
         let reshaped = Arc::new(self.parts.reshaped_field_ids.clone());
-        let tasks = if reshaped.is_empty() {
-            futures::stream::iter(tasks.into_iter().map(Ok)).boxed()
-        } else {
-            in_file_shapes(tasks, reshaped.clone(), self.parts.storage.file_io())
-        };
-        let batches = reader.read(tasks).map_err(iceberg_to_df)?.stream();
+        let (table, file_io) = (self.parts.table.clone(), self.parts.storage.file_io());
         let output_schema = self.output_schema.clone();
         let id_schema = self.id_schema.clone();
         let project_field_ids = self.parts.project_field_ids.clone();
         let count_only = project_field_ids.is_empty();
-        let stream = batches.map(move |batch| {
-            let mut batch = batch.map_err(iceberg_to_df)?;
-            if !reshaped.is_empty() {
-                batch = fit_reshaped(batch, &project_field_ids, &reshaped, &id_schema)?;
+        let batches = async move {
+            let tasks = tasks.await?;
+            for task in &tasks {
+                tracing::debug!(
+                    target: "floe::scan",
+                    table = %table,
+                    partition,
+                    file = %task.data_file_path,
+                    "reading data file"
+                );
             }
-            let batch = conform(batch, &output_schema, count_only)?;
-            metrics.read(&batch);
-            Ok(batch)
-        });
+            metrics.planned(&tasks);
+            let tasks = if reshaped.is_empty() {
+                futures::stream::iter(tasks.into_iter().map(Ok)).boxed()
+            } else {
+                in_file_shapes(tasks, reshaped.clone(), file_io)
+            };
+            let batches = reader.read(tasks).map_err(iceberg_to_df)?.stream();
+            Ok::<_, DataFusionError>(batches.map(move |batch| {
+                let mut batch = batch.map_err(iceberg_to_df)?;
+                if !reshaped.is_empty() {
+                    batch = fit_reshaped(batch, &project_field_ids, &reshaped, &id_schema)?;
+                }
+                let batch = conform(batch, &output_schema, count_only)?;
+                metrics.read(&batch);
+                Ok(batch)
+            }))
+        };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.output_schema.clone(),
-            stream,
+            futures::stream::once(batches).try_flatten(),
         )))
     }
 }
@@ -617,24 +731,28 @@ impl ExecutionPlan for IcebergScanExec {
 /// bytes planned, the rows read, and the wall time from the partition's start to its
 /// last batch (reading, and waiting for storage and for the operators above).
 struct ScanMetrics {
+    files: Count,
+    bytes_planned: Count,
     rows: Count,
     scanning: Time,
     since: std::time::Instant,
 }
 
 impl ScanMetrics {
-    fn new(set: &ExecutionPlanMetricsSet, partition: usize, tasks: &[FileScanTask]) -> Self {
-        MetricBuilder::new(set)
-            .counter("files", partition)
-            .add(tasks.len());
-        MetricBuilder::new(set)
-            .counter("bytes_planned", partition)
-            .add(tasks.iter().map(|t| t.length as usize).sum());
+    fn new(set: &ExecutionPlanMetricsSet, partition: usize) -> Self {
         Self {
+            files: MetricBuilder::new(set).counter("files", partition),
+            bytes_planned: MetricBuilder::new(set).counter("bytes_planned", partition),
             rows: MetricBuilder::new(set).output_rows(partition),
             scanning: MetricBuilder::new(set).subset_time("time_elapsed_scanning", partition),
             since: std::time::Instant::now(),
         }
+    }
+
+    fn planned(&self, tasks: &[FileScanTask]) {
+        self.files.add(tasks.len());
+        self.bytes_planned
+            .add(tasks.iter().map(|t| t.length as usize).sum());
     }
 
     fn read(&mut self, batch: &RecordBatch) {
