@@ -106,6 +106,12 @@ impl From<iceberg::Error> for FloeError {
     }
 }
 
+impl From<datafusion::arrow::error::ArrowError> for FloeError {
+    fn from(e: datafusion::arrow::error::ArrowError) -> Self {
+        DataFusionError::from(e).into()
+    }
+}
+
 impl From<DataFusionError> for FloeError {
     fn from(e: DataFusionError) -> Self {
         // Errors raised by Floe's own code travel through DataFusion wrapped as External.

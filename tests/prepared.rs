@@ -31,7 +31,7 @@ fn parameters() -> RecordBatch {
 fn handles_keep_sql_and_bound_rows_for_their_owner() {
     let statements = PreparedStatements::default();
     let sql = "SELECT * FROM t WHERE id = $1 AND name = $2";
-    let handle = statements.create("alice", sql).expect("created");
+    let handle = statements.create("alice", sql, None).expect("created");
     let plain = statements.get(&handle, "alice").expect("found");
     assert_eq!(
         (plain.sql.as_str(), plain.parameters.is_none()),
@@ -67,7 +67,7 @@ fn handles_keep_sql_and_bound_rows_for_their_owner() {
     }
     assert!(statements.get(&handle, "alice").is_ok());
     // Handles are not guessable from one another, and garbage is refused, not trusted.
-    let other = statements.create("alice", sql).expect("created");
+    let other = statements.create("alice", sql, None).expect("created");
     assert_ne!(handle, other);
     assert!(statements.get(&[0xff, 0xfe], "alice").is_err());
 
@@ -81,9 +81,13 @@ fn handles_keep_sql_and_bound_rows_for_their_owner() {
 #[test]
 fn idle_handles_expire_and_the_count_is_limited() {
     let statements = PreparedStatements::new(Duration::from_millis(50), 2);
-    let first = statements.create("alice", "SELECT 1").expect("created");
-    statements.create("bob", "SELECT 2").expect("created");
-    let full = statements.create("alice", "SELECT 3").expect_err("full");
+    let first = statements
+        .create("alice", "SELECT 1", None)
+        .expect("created");
+    statements.create("bob", "SELECT 2", None).expect("created");
+    let full = statements
+        .create("alice", "SELECT 3", None)
+        .expect_err("full");
     assert_eq!(full.code(), tonic::Code::ResourceExhausted);
 
     std::thread::sleep(Duration::from_millis(80));
@@ -92,7 +96,9 @@ fn idle_handles_expire_and_the_count_is_limited() {
         Some(tonic::Code::NotFound)
     );
     // Idle handles make room for new ones.
-    let fresh = statements.create("alice", "SELECT 3").expect("room again");
+    let fresh = statements
+        .create("alice", "SELECT 3", None)
+        .expect("room again");
     assert_eq!(
         statements.get(&fresh, "alice").expect("found").sql,
         "SELECT 3"

@@ -119,6 +119,24 @@ async fn a_table_loaded_on_a_runtime_since_shut_down_still_plans_its_files() {
     assert_eq!(files, 1);
 }
 
+#[test]
+fn a_table_rebuilt_for_a_runtime_is_not_used_once_that_runtime_is_gone() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let loading = tokio::runtime::Runtime::new().expect("runtime");
+    let table = loading.block_on(async { table_with_one_file(dir.path()).await.1 });
+    drop(loading);
+    // Each statement on a runtime of its own: the table kept rebuilt for the first
+    // one plans nothing on the second.
+    for _ in 0..2 {
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let scan = runtime
+            .block_on(plan_scan(&table, "ns.t", None, &[], 8))
+            .expect("planned");
+        assert_eq!(scan.task_count(), Some(1));
+        drop(runtime);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_snapshot_with_files_that_plans_to_none_is_an_error() {
     use iceberg::spec::ManifestListWriter;

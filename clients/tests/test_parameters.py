@@ -1,6 +1,8 @@
 """Prepared statements with parameters, the way ADBC binds them: `execute(sql, params)`
 (DoPut of the parameter row, then the returned handle) and `executemany`."""
 
+import time
+
 import adbc_driver_manager
 import pytest
 
@@ -46,3 +48,28 @@ def test_executemany_insert_commits_once(cur, catalog, schema):
     assert len(catalog.load_table(f"{schema}.many").snapshots()) == 1
     got = query(cur, f"SELECT id, label FROM {schema}.many ORDER BY id").to_pylist()
     assert got == [{"id": i, "label": label} for i, label in rows]
+
+
+def test_a_prepared_query_sees_the_table_as_it_is_when_it_runs(conn, cur, schema):
+    """A query without parameters runs the plan made when preparing only on its first
+    execution within a second; later executions plan again and see later commits."""
+    cur.execute(f"CREATE TABLE {schema}.growing (id BIGINT)")
+    cur.execute(f"INSERT INTO {schema}.growing VALUES (1)")
+    sql = f"SELECT count(*) AS n FROM {schema}.growing"
+
+    def insert(value):
+        with conn.cursor() as other:
+            other.execute(f"INSERT INTO {schema}.growing VALUES ({value})")
+
+    cur.adbc_prepare(sql)
+    insert(2)
+    cur.execute(sql)  # the first execution, at once: the snapshot pinned when preparing
+    assert cur.fetch_arrow_table().to_pylist() == [{"n": 1}]
+    cur.execute(sql)  # executed again: planned again
+    assert cur.fetch_arrow_table().to_pylist() == [{"n": 2}]
+
+    cur.adbc_prepare(sql)
+    insert(3)
+    time.sleep(1.2)
+    cur.execute(sql)  # too late for the prepared plan
+    assert cur.fetch_arrow_table().to_pylist() == [{"n": 3}]

@@ -116,6 +116,15 @@ impl FloeFlightService {
             .execute(caller, sql, params)
             .await
             .map_err(status)?;
+        self.describe(outcome, descriptor)
+    }
+
+    /// Keeps `outcome` for the DoGet of the ticket in the answer.
+    fn describe(
+        &self,
+        outcome: Outcome,
+        descriptor: FlightDescriptor,
+    ) -> Result<FlightInfo, Status> {
         let schema = match &outcome {
             Outcome::Query(query) => client_schema(&query.schema()),
             Outcome::Done { rows, .. } => rows.schema(),
@@ -236,9 +245,17 @@ impl FlightSqlService for FloeFlightService {
                 )));
             }
         };
-        let info = self
-            .flight_info(&caller, &handle.sql, &params, request.into_inner())
-            .await?;
+        let descriptor = request.into_inner();
+        let fresh = self
+            .prepared
+            .take_fresh_plan(&query.prepared_statement_handle, caller.access.user());
+        let info = match fresh {
+            Some(plan) => self.describe(Outcome::Query(plan), descriptor)?,
+            None => {
+                self.flight_info(&caller, &handle.sql, &params, descriptor)
+                    .await?
+            }
+        };
         Ok(Response::new(info))
     }
 
@@ -393,7 +410,11 @@ impl FlightSqlService for FloeFlightService {
             false => schema_bytes(&prepared.parameters)?,
         };
         Ok(ActionCreatePreparedStatementResult {
-            prepared_statement_handle: self.prepared.create(caller.access.user(), &query.query)?,
+            prepared_statement_handle: self.prepared.create(
+                caller.access.user(),
+                &query.query,
+                prepared.query,
+            )?,
             dataset_schema,
             parameter_schema,
         })

@@ -1,8 +1,13 @@
 //! Prepared statements: the server keeps each one's SQL and bound parameters under a
 //! random handle, for the user who prepared it, until it is closed or has been idle for
 //! [`IDLE`].
+//!
+//! Clients such as ADBC prepare every statement they run and execute it at once. A query
+//! without parameters is therefore kept as planned when it was prepared, and its first
+//! execution within [`FRESH`] runs that plan (with the snapshots it pinned then) rather
+//! than planning it again. Every other execution plans it anew.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arrow_flight::sql::server::PeekableFlightDataStream;
 use bytes::Bytes;
@@ -13,11 +18,14 @@ use tonic::Status;
 
 use super::store::Store;
 use super::upload::read_batches;
+use crate::sql::Query;
 
 /// A prepared statement unused this long is forgotten.
 pub const IDLE: Duration = Duration::from_secs(3600);
 /// At most this many prepared statements are kept (all users together).
 pub const CAPACITY: usize = 10_000;
+/// How long the plan made when preparing stays good for the first execution.
+pub const FRESH: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 pub struct Handle {
@@ -26,7 +34,13 @@ pub struct Handle {
     pub parameters: Option<RecordBatch>,
 }
 
-pub struct PreparedStatements(Store<Handle>);
+struct Kept {
+    handle: Handle,
+    /// The plan made when preparing, and when.
+    plan: Option<(Instant, Box<Query>)>,
+}
+
+pub struct PreparedStatements(Store<Kept>);
 
 impl Default for PreparedStatements {
     fn default() -> Self {
@@ -39,15 +53,24 @@ impl PreparedStatements {
         Self(Store::new("prepared statements", idle, capacity))
     }
 
-    /// Keeps `sql` for `owner`; returns its handle.
-    pub fn create(&self, owner: &str, sql: &str) -> Result<Bytes, Status> {
+    /// Keeps `sql` for `owner`, with `plan` if it was planned just now; returns its
+    /// handle.
+    pub fn create(
+        &self,
+        owner: &str,
+        sql: &str,
+        plan: Option<Box<Query>>,
+    ) -> Result<Bytes, Status> {
         let key = uuid::Uuid::new_v4().simple().to_string();
-        let handle = Handle {
-            sql: sql.to_string(),
-            parameters: None,
+        let kept = Kept {
+            handle: Handle {
+                sql: sql.to_string(),
+                parameters: None,
+            },
+            plan: plan.map(|plan| (Instant::now(), plan)),
         };
         self.0
-            .insert(key.clone(), owner, handle)
+            .insert(key.clone(), owner, kept)
             .map_err(super::status)?;
         Ok(Bytes::from(key))
     }
@@ -55,8 +78,19 @@ impl PreparedStatements {
     /// The statement under `handle`, if `owner` prepared it and it is still kept.
     pub fn get(&self, handle: &[u8], owner: &str) -> Result<Handle, Status> {
         self.0
-            .with(key(handle)?, owner, |statement| statement.clone())
+            .with(key(handle)?, owner, |kept| kept.handle.clone())
             .ok_or_else(not_found)
+    }
+
+    /// The plan made when `handle` was prepared, if this is its first execution, within
+    /// [`FRESH`] of preparing, without parameters bound.
+    pub fn take_fresh_plan(&self, handle: &[u8], owner: &str) -> Option<Box<Query>> {
+        let key = key(handle).ok()?;
+        self.0
+            .with(key, owner, |kept| kept.plan.take())
+            .flatten()
+            .filter(|(planned, _)| planned.elapsed() < FRESH)
+            .map(|(_, plan)| plan)
     }
 
     /// Binds parameter rows (`None`: unbinds).
@@ -67,8 +101,9 @@ impl PreparedStatements {
         parameters: Option<RecordBatch>,
     ) -> Result<(), Status> {
         self.0
-            .with(key(handle)?, owner, |statement| {
-                statement.parameters = parameters
+            .with(key(handle)?, owner, |kept| {
+                kept.handle.parameters = parameters;
+                kept.plan = None;
             })
             .ok_or_else(not_found)
     }

@@ -95,8 +95,9 @@ pub struct Query {
     ctx: Arc<SessionContext>,
     catalog: Arc<StatementCatalog>,
     plan: LogicalPlan,
-    /// Runs on the coordinator: information_schema queries (their tables are not
-    /// distributable), and constant queries (`SELECT 1`), which a job would only slow.
+    /// Runs on the coordinator: information_schema and metadata table queries (their
+    /// tables are not distributable), and constant queries (`SELECT 1`), which a job
+    /// would only slow.
     local: bool,
 }
 
@@ -111,6 +112,9 @@ pub struct Prepared {
     pub kind: StatementKind,
     /// One field per parameter, `$1` first; `Null` where the type is not known.
     pub parameters: SchemaRef,
+    /// The query as planned now, when it takes no parameters: its first run may follow
+    /// at once (see `flight::prepared`).
+    pub query: Option<Box<Query>>,
 }
 
 pub enum StatementKind {
@@ -178,14 +182,23 @@ impl Engine {
             return Ok(Prepared {
                 kind: StatementKind::Update,
                 parameters: Arc::new(Schema::empty()),
+                query: None,
             });
         }
         let (_, planned, parameters) = self.plan(caller, statement, &[]).await?;
-        let kind = match planned {
-            Planned::Query(query) => StatementKind::Query(query.schema()),
-            Planned::Insert(..) => StatementKind::Update,
+        let (kind, query) = match planned {
+            Planned::Query(query) => {
+                let schema = query.schema();
+                let reusable = parameters.fields().is_empty().then_some(query);
+                (StatementKind::Query(schema), reusable)
+            }
+            Planned::Insert(..) => (StatementKind::Update, None),
         };
-        Ok(Prepared { kind, parameters })
+        Ok(Prepared {
+            kind,
+            parameters,
+            query,
+        })
     }
 
     /// Runs DDL and INSERT to completion; plans queries (run them with
@@ -325,6 +338,7 @@ impl Engine {
         let Resolution {
             catalog,
             uses_information_schema,
+            uses_metadata_tables,
         } = resolve(
             &self.iceberg_catalog(),
             &self.catalog_name,
@@ -378,7 +392,7 @@ impl Engine {
                 )));
             }
             plan => {
-                let local = uses_information_schema || is_constant(&plan);
+                let local = uses_information_schema || uses_metadata_tables || is_constant(&plan);
                 Planned::Query(Box::new(Query {
                     ctx,
                     catalog: catalog.clone(),

@@ -19,6 +19,7 @@ use iceberg::{Catalog, NamespaceIdent, TableIdent};
 use super::Caller;
 use super::ddl::parts;
 use crate::error::{FloeError, Result};
+use crate::table::metadata_tables::MetadataTable;
 use crate::table::provider::IcebergTableProvider;
 
 const INFORMATION_SCHEMA: &str = "information_schema";
@@ -33,6 +34,8 @@ pub struct StatementSchema {
     /// Table names listed for information_schema (empty unless the statement needs them).
     listed: Vec<String>,
     resolved: Mutex<HashMap<String, Arc<IcebergTableProvider>>>,
+    /// Metadata tables (`t$snapshots`, …) of resolved tables, by their full name.
+    metadata: Mutex<HashMap<String, Arc<dyn TableProvider>>>,
 }
 
 /// What a statement references, resolved against the catalog.
@@ -40,6 +43,9 @@ pub struct Resolution {
     pub catalog: Arc<StatementCatalog>,
     /// The statement reads information_schema, which runs on the coordinator.
     pub uses_information_schema: bool,
+    /// The statement reads a metadata table (`t$snapshots`, …), which runs on the
+    /// coordinator too: its rows are in the coordinator's memory.
+    pub uses_metadata_tables: bool,
 }
 
 pub async fn resolve(
@@ -147,12 +153,14 @@ pub async fn resolve_tables(
             namespace,
             listed,
             resolved: Mutex::new(HashMap::new()),
+            metadata: Mutex::new(HashMap::new()),
         };
         schemas.insert(name, Arc::new(schema));
     }
 
     // Load every referenced table now: a missing one is NOT_FOUND before planning.
-    for (reference, _) in tables {
+    let mut uses_metadata_tables = false;
+    for (reference, how) in tables {
         let namespace = reference.schema().unwrap_or(default_namespace);
         let display = display_name(reference, namespace);
         let Some(schema) = schemas.get(namespace) else {
@@ -160,13 +168,28 @@ pub async fn resolve_tables(
                 "table '{display}' not found: schema '{namespace}' does not exist"
             )));
         };
-        if schema.load(reference.table()).await?.is_none() {
+        let name = reference.table();
+        if let Some((base, kind)) = MetadataTable::split(name) {
+            if *how == Use::Write {
+                return Err(FloeError::invalid(format!(
+                    "metadata table '{display}' is read-only"
+                )));
+            }
+            let Some(table) = schema.load(base).await? else {
+                return Err(FloeError::not_found(format!(
+                    "table '{namespace}.{base}' not found"
+                )));
+            };
+            schema.add_metadata_table(name, kind.provider(table.table()).await?)?;
+            uses_metadata_tables = true;
+        } else if schema.load(name).await?.is_none() {
             return Err(FloeError::not_found(format!("table '{display}' not found")));
         }
     }
     Ok(Resolution {
         catalog: Arc::new(StatementCatalog { schemas }),
         uses_information_schema,
+        uses_metadata_tables,
     })
 }
 
@@ -244,6 +267,18 @@ impl StatementCatalog {
 }
 
 impl StatementSchema {
+    fn add_metadata_table(&self, name: &str, provider: Arc<dyn TableProvider>) -> Result<()> {
+        self.metadata
+            .lock()
+            .map_err(|_| FloeError::internal("table resolution lock poisoned"))?
+            .insert(name.to_string(), provider);
+        Ok(())
+    }
+
+    fn metadata_table(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
+        self.metadata.lock().ok()?.get(name).cloned()
+    }
+
     /// The table as loaded for this statement (loaded on first use).
     async fn load(&self, name: &str) -> Result<Option<Arc<IcebergTableProvider>>> {
         if let Some(provider) = self.resolved.lock().ok().and_then(|r| r.get(name).cloned()) {
@@ -318,11 +353,15 @@ impl SchemaProvider for StatementSchema {
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        if let Some(metadata) = self.metadata_table(name) {
+            return Ok(Some(metadata));
+        }
         Ok(self.load(name).await?.map(|p| p as Arc<dyn TableProvider>))
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.listed.iter().any(|t| t == name)
+        self.metadata_table(name).is_some()
+            || self.listed.iter().any(|t| t == name)
             || self
                 .resolved
                 .lock()

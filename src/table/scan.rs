@@ -41,8 +41,8 @@ use iceberg::table::Table;
 use super::constants;
 use super::filter::{Columns, filters_to_predicate};
 use super::nested::{fit_reshaped, in_file_shapes, reshaped_fields};
-use super::statistics;
 use super::{projected_arrow_schema, projected_id_schema};
+use super::{statistics, warm};
 use crate::arrow_compat::conform_batch;
 use crate::catalog::StorageSpec;
 use crate::codec::task_groups;
@@ -349,8 +349,8 @@ pub async fn plan_scan(
     let mut tasks = planned(table.clone()).await?;
     if tasks.is_empty() && data_files(snapshot.summary()) > 0 {
         // Nothing planned may be the truth (a filter), or a lost runtime: ask again on
-        // this statement's runtime (see `on_current_runtime`).
-        tasks = planned(on_current_runtime(table)?).await?;
+        // this statement's runtime (see `warm::on_current_runtime`).
+        tasks = planned(warm::on_current_runtime(table)?).await?;
     }
     for task in &mut tasks {
         let identity = constants::planned_constants(task, metadata, &schema);
@@ -424,22 +424,6 @@ fn filled_without_file(metadata: &iceberg::spec::TableMetadata, schema: &Schema)
         .filter(|f| f.initial_default.is_some())
         .map(|f| f.id);
     partition_sources.chain(defaults).collect()
-}
-
-/// The table, planning on the runtime this statement runs on. Iceberg's planner spawns
-/// its work on the table's runtime and, when that runtime is gone, returns an empty
-/// stream rather than an error. An empty plan is therefore made again with this (the
-/// table's own keeps its manifest cache, shared by the statement's scans of it).
-fn on_current_runtime(table: &Table) -> Result<Table> {
-    let mut builder = Table::builder()
-        .file_io(table.file_io().clone())
-        .identifier(table.identifier().clone())
-        .metadata(table.metadata_ref())
-        .runtime(iceberg::Runtime::try_current()?);
-    if let Some(location) = table.metadata_location() {
-        builder = builder.metadata_location(location);
-    }
-    Ok(builder.build()?)
 }
 
 /// The second line of defence against an empty stream for a lost runtime (see

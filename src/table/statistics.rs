@@ -242,10 +242,19 @@ fn is_the_value(datum: &Datum) -> bool {
     )
 }
 
-/// A bound as a value of the output column's type; `None` for types without a plain
-/// Arrow counterpart here (UUID, fixed, binary, nanosecond times).
+/// A bound as a value of the output column's type.
 fn scalar(datum: &Datum, data_type: &DataType) -> Option<ScalarValue> {
-    let value = match (datum.data_type(), datum.literal()) {
+    literal_scalar(datum.data_type(), datum.literal(), data_type)
+}
+
+/// An Iceberg value of type `ty` as a value of Arrow type `data_type`; `None` for types
+/// without a plain Arrow counterpart here (UUID, fixed, binary, nanosecond times).
+pub fn literal_scalar(
+    ty: &PrimitiveType,
+    literal: &PrimitiveLiteral,
+    data_type: &DataType,
+) -> Option<ScalarValue> {
+    let value = match (ty, literal) {
         (PrimitiveType::Boolean, PrimitiveLiteral::Boolean(b)) => ScalarValue::Boolean(Some(*b)),
         (PrimitiveType::Int, PrimitiveLiteral::Int(i)) => ScalarValue::Int32(Some(*i)),
         (PrimitiveType::Date, PrimitiveLiteral::Int(i)) => ScalarValue::Date32(Some(*i)),

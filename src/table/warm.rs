@@ -3,11 +3,16 @@
 //! cache starts empty. A table loaded again at the same metadata file, with the same
 //! storage properties, is the same table: the earlier `Table` is used instead, and its
 //! scans plan from manifests already read.
+//!
+//! The same goes for a table rebuilt to plan on the statement's runtime
+//! ([`on_current_runtime`]), kept while that runtime lives.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use iceberg::table::Table;
+
+use crate::error::Result;
 
 /// Tables kept at most (each holds its own bounded manifest cache).
 const KEPT: usize = 16;
@@ -17,20 +22,16 @@ type Key = (String, Vec<(String, String)>);
 
 static TABLES: LazyLock<Mutex<HashMap<Key, Table>>> = LazyLock::new(Mutex::default);
 
+/// A table rebuilt on a runtime, and whether that runtime still runs.
+type Rebuilt = (Table, Weak<()>);
+
+static REBUILT: LazyLock<Mutex<HashMap<Key, Rebuilt>>> = LazyLock::new(Mutex::default);
+
 /// The table as loaded before at the same metadata and storage, else `table` (kept).
 pub fn warm(table: Table) -> Table {
-    let Some(location) = table.metadata_location() else {
+    let Some(key) = key(&table) else {
         return table;
     };
-    let mut props: Vec<(String, String)> = table
-        .file_io()
-        .config()
-        .props()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    props.sort();
-    let key = (location.to_string(), props);
     let mut tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(kept) = tables.get(&key) {
         return kept.clone();
@@ -40,4 +41,58 @@ pub fn warm(table: Table) -> Table {
     }
     tables.insert(key, table.clone());
     table
+}
+
+/// The table, planning on the runtime this statement runs on. Iceberg's planner spawns
+/// its work on the table's runtime and, when that runtime is gone, returns an empty
+/// stream rather than an error. The table rebuilt on this runtime is kept (with its
+/// manifest cache) for as long as the runtime runs.
+pub fn on_current_runtime(table: &Table) -> Result<Table> {
+    let key = key(table);
+    let mut rebuilt = REBUILT.lock().unwrap_or_else(|e| e.into_inner());
+    rebuilt.retain(|_, (_, runtime)| runtime.strong_count() > 0);
+    if let Some((kept, _)) = key.as_ref().and_then(|key| rebuilt.get(key)) {
+        return Ok(kept.clone());
+    }
+    let mut builder = Table::builder()
+        .file_io(table.file_io().clone())
+        .identifier(table.identifier().clone())
+        .metadata(table.metadata_ref())
+        .runtime(iceberg::Runtime::try_current()?);
+    if let Some(location) = table.metadata_location() {
+        builder = builder.metadata_location(location);
+    }
+    let fresh = builder.build()?;
+    if let Some(key) = key {
+        if rebuilt.len() >= KEPT {
+            rebuilt.clear();
+        }
+        rebuilt.insert(key, (fresh.clone(), runtime_liveness()));
+    }
+    Ok(fresh)
+}
+
+/// Alive while the current runtime runs: a task that never ends holds it, and the
+/// runtime drops its tasks when it shuts down.
+fn runtime_liveness() -> Weak<()> {
+    let token = Arc::new(());
+    let liveness = Arc::downgrade(&token);
+    tokio::spawn(async move {
+        let _token = token;
+        std::future::pending::<()>().await
+    });
+    liveness
+}
+
+fn key(table: &Table) -> Option<Key> {
+    let location = table.metadata_location()?;
+    let mut props: Vec<(String, String)> = table
+        .file_io()
+        .config()
+        .props()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    props.sort();
+    Some((location.to_string(), props))
 }
