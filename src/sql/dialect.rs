@@ -31,9 +31,12 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
 
-/// The generic dialect with Floe's `CREATE TABLE`.
+/// The generic dialect with Floe's `CREATE TABLE`, and, when `table_versions` is on,
+/// `t VERSION AS OF …` / `t TIMESTAMP AS OF …` (see [`super::parse`]).
 #[derive(Debug, Default)]
-pub struct FloeDialect;
+pub struct FloeDialect {
+    pub table_versions: bool,
+}
 
 /// Forwards the dialect switches to [`GenericDialect`], so Floe parses everything else
 /// exactly as the generic dialect does.
@@ -59,6 +62,11 @@ impl Dialect for FloeDialect {
 
     fn is_identifier_part(&self, ch: char) -> bool {
         GenericDialect.is_identifier_part(ch)
+    }
+
+    /// `t VERSION AS OF …` and `t TIMESTAMP AS OF …` (see `time_travel`).
+    fn supports_table_versioning(&self) -> bool {
+        self.table_versions
     }
 
     generic_switches!(

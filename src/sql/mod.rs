@@ -10,6 +10,7 @@ pub mod metadata;
 pub mod params;
 pub mod parse;
 pub mod resolve;
+pub mod time_travel;
 pub mod types;
 pub mod uuids;
 
@@ -333,6 +334,7 @@ impl Engine {
         params: &[ScalarValue],
     ) -> Result<(Arc<StatementCatalog>, Planned, SchemaRef)> {
         types::microsecond_timestamps(&mut statement);
+        time_travel::rewrite(&mut statement)?;
         params::number_placeholders(&mut statement);
         let ctx = self.cluster.statement_context(&caller.schema).await?;
         let Resolution {

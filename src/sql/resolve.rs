@@ -21,6 +21,7 @@ use super::ddl::parts;
 use crate::error::{FloeError, Result};
 use crate::table::metadata_tables::MetadataTable;
 use crate::table::provider::IcebergTableProvider;
+use crate::table::time_travel::AsOf;
 
 const INFORMATION_SCHEMA: &str = "information_schema";
 
@@ -182,6 +183,19 @@ pub async fn resolve_tables(
             };
             schema.add_metadata_table(name, kind.provider(table.table()).await?)?;
             uses_metadata_tables = true;
+        } else if let Some((base, as_of)) = AsOf::split(name) {
+            if *how == Use::Write {
+                return Err(FloeError::invalid(format!(
+                    "'{namespace}.{base}' as of a snapshot is read-only"
+                )));
+            }
+            let Some(table) = schema.load(base).await? else {
+                return Err(FloeError::not_found(format!(
+                    "table '{namespace}.{base}' not found"
+                )));
+            };
+            let provider = IcebergTableProvider::try_new(as_of.apply(table.table())?)?;
+            schema.add_table(name, Arc::new(provider))?;
         } else if schema.load(name).await?.is_none() {
             return Err(FloeError::not_found(format!("table '{display}' not found")));
         }
@@ -267,6 +281,15 @@ impl StatementCatalog {
 }
 
 impl StatementSchema {
+    /// Resolves `name` to `provider` (a table as of a snapshot).
+    fn add_table(&self, name: &str, provider: Arc<IcebergTableProvider>) -> Result<()> {
+        self.resolved
+            .lock()
+            .map_err(|_| FloeError::internal("table resolution lock poisoned"))?
+            .insert(name.to_string(), provider);
+        Ok(())
+    }
+
     fn add_metadata_table(&self, name: &str, provider: Arc<dyn TableProvider>) -> Result<()> {
         self.metadata
             .lock()

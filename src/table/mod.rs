@@ -15,6 +15,7 @@ pub mod scan;
 pub mod staged_scan;
 pub mod staging;
 pub mod statistics;
+pub mod time_travel;
 pub mod warm;
 pub mod write;
 pub mod write_protocol;
