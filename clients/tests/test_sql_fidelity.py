@@ -114,7 +114,7 @@ def test_create_table_honours_location_comment_and_properties(server, cur, catal
     [
         ("CREATE TEMPORARY TABLE {t} (a INT)", "TEMPORARY"),
         ("CREATE OR REPLACE TABLE {t} (a INT)", "OR REPLACE"),
-        ("CREATE TABLE {t} AS SELECT 1 AS a", "AS query"),
+        ("CREATE TABLE {t} (a INT) AS SELECT 1 AS a", "column list with AS SELECT"),
         ("CREATE TABLE {t} (a INT PRIMARY KEY)", "PRIMARY KEY"),
         ("CREATE TABLE {t} (a INT, PRIMARY KEY (a))", "constraints"),
         ("CREATE TABLE {t} (a INT DEFAULT 1)", "DEFAULT"),

@@ -190,35 +190,63 @@ pub async fn create_table(
 ) -> Result<()> {
     refuse_unhonoured_clauses(create)?;
     let ident = names.table(&create.name)?;
-    if !catalog.namespace_exists(ident.namespace()).await? {
-        return Err(FloeError::not_found(format!(
-            "schema '{}' not found",
-            ident.namespace().to_url_string()
-        )));
+    if !may_create(catalog, &ident, create.if_not_exists).await? {
+        return Ok(());
     }
-    if catalog.table_exists(&ident).await? {
-        if create.if_not_exists {
-            return Ok(());
-        }
-        return Err(FloeError::already_exists(format!(
-            "table '{ident}' already exists"
-        )));
-    }
-    let schema = table_schema(&create.columns)?;
-    let spec = partition_spec(&schema, partition_fields(create))?;
-    let creation = TableCreation::builder()
-        .name(ident.name().to_string())
-        .schema(schema)
-        .partition_spec(spec)
-        .location_opt(table_location(create)?)
-        .properties(table_properties(create)?)
-        .build();
+    let creation = creation(create, &ident, table_schema(&create.columns)?)?;
     match catalog.create_table(ident.namespace(), creation).await {
         Ok(_) => Ok(()),
         // A concurrent CREATE … IF NOT EXISTS won the race: the table exists, as asked.
         Err(_) if create.if_not_exists && catalog.table_exists(&ident).await? => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether `ident` is to be created: its schema must exist, and the table must not
+/// (`false`: it exists, and `IF NOT EXISTS` makes that fine).
+pub async fn may_create(
+    catalog: &dyn Catalog,
+    ident: &TableIdent,
+    if_not_exists: bool,
+) -> Result<bool> {
+    if !catalog.namespace_exists(ident.namespace()).await? {
+        return Err(FloeError::not_found(format!(
+            "schema '{}' not found",
+            ident.namespace().to_url_string()
+        )));
+    }
+    if catalog.table_exists(ident).await? {
+        if if_not_exists {
+            return Ok(false);
+        }
+        return Err(FloeError::already_exists(format!(
+            "table '{ident}' already exists"
+        )));
+    }
+    Ok(true)
+}
+
+/// The creation `create` asks for, of a table with `schema`.
+pub fn creation(create: &CreateTable, ident: &TableIdent, schema: Schema) -> Result<TableCreation> {
+    let spec = partition_spec(&schema, partition_fields(create))?;
+    Ok(TableCreation::builder()
+        .name(ident.name().to_string())
+        .schema(schema)
+        .partition_spec(spec)
+        .location_opt(table_location(create)?)
+        .properties(table_properties(create)?)
+        .build())
+}
+
+/// `CREATE TABLE … AS SELECT`: the clauses Floe honours are those of `CREATE TABLE`,
+/// without a column list (the query's result gives the columns).
+pub fn refuse_unhonoured_clauses_of_ctas(create: &CreateTable) -> Result<()> {
+    if !create.columns.is_empty() {
+        return Err(unhonoured("a column list with AS SELECT"));
+    }
+    let mut rest = create.clone();
+    rest.query = None;
+    refuse_unhonoured_clauses(&rest)
 }
 
 /// Refuses every clause of a parsed `CREATE TABLE` that Floe would otherwise drop

@@ -28,9 +28,10 @@ use datafusion::logical_expr::{DmlStatement, LogicalPlan, Values, WriteOp};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
+use datafusion::sql::sqlparser::ast::{CreateTable, ObjectType, Statement};
 use futures::TryStreamExt;
 use iceberg::Catalog;
+use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
 
 use crate::auth::Access;
 use crate::catalog::DEFAULT_NAMESPACE;
@@ -246,6 +247,13 @@ impl Engine {
         statement: DfStatement,
         params: &[ScalarValue],
     ) -> Result<Outcome> {
+        if let Some(create) = as_create_table_as(&statement) {
+            let count = self.create_table_as(caller, create, params).await?;
+            return Ok(Outcome::Done {
+                rows: count_batch(count)?,
+                affected: count as i64,
+            });
+        }
         if let Some(ddl) = as_ddl(&statement) {
             if !params.is_empty() {
                 return Err(FloeError::invalid("DDL statements take no parameters"));
@@ -323,6 +331,57 @@ impl Engine {
             _ => Err(FloeError::unimplemented(format!(
                 "statement not supported: {ddl}"
             ))),
+        }
+    }
+
+    /// `CREATE TABLE t … AS SELECT …`: creates `t` with the query's columns, then fills
+    /// it as `INSERT INTO t SELECT …` would. If the insert fails, `t` is dropped again:
+    /// the statement leaves a table only with its rows. Returns the row count.
+    async fn create_table_as(
+        &self,
+        caller: &Caller,
+        create: &CreateTable,
+        params: &[ScalarValue],
+    ) -> Result<u64> {
+        ddl::refuse_unhonoured_clauses_of_ctas(create)?;
+        let query = create
+            .query
+            .as_ref()
+            .ok_or_else(|| FloeError::internal("CREATE TABLE AS without a query"))?;
+        let ident = self.names(caller).table(&create.name)?;
+        let catalog = self.catalog.as_ref();
+        if !ddl::may_create(catalog, &ident, create.if_not_exists).await? {
+            return Ok(0);
+        }
+        let select = DfStatement::Statement(Box::new(Statement::Query(query.clone())));
+        let columns = match self.plan(caller, select, params).await? {
+            (_, Planned::Query(planned), _) => planned.schema(),
+            _ => return Err(FloeError::internal("AS SELECT planned as a write")),
+        };
+        let schema = arrow_schema_to_schema_auto_assign_ids(&columns).map_err(|e| {
+            FloeError::invalid(format!(
+                "CREATE TABLE AS: the query's columns have no Iceberg form: {e}"
+            ))
+        })?;
+        catalog
+            .create_table(ident.namespace(), ddl::creation(create, &ident, schema)?)
+            .await?;
+        let insert = parse(&format!(
+            "INSERT INTO {}.{} {query}",
+            quoted(&ident.namespace().to_url_string()),
+            quoted(ident.name())
+        ))?;
+        let filled = Box::pin(self.execute_statement(caller, insert, params)).await;
+        match filled.and_then(Outcome::affected) {
+            Ok(count) => Ok(count as u64),
+            Err(e) => {
+                if let Err(dropped) = catalog.purge_table(&ident).await {
+                    tracing::warn!(
+                        "CREATE TABLE AS: dropping {ident} after a failed insert: {dropped}"
+                    );
+                }
+                Err(e)
+            }
         }
     }
 
@@ -548,6 +607,21 @@ fn planning_failure(
 }
 
 /// The statement if Floe executes it as DDL itself.
+/// A double-quoted identifier, as written for the name it is.
+fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn as_create_table_as(statement: &DfStatement) -> Option<&CreateTable> {
+    match statement {
+        DfStatement::Statement(statement) => match statement.as_ref() {
+            Statement::CreateTable(create) if create.query.is_some() => Some(create),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn as_ddl(statement: &DfStatement) -> Option<&Statement> {
     let DfStatement::Statement(statement) = statement else {
         return None;
