@@ -39,6 +39,7 @@ use crate::catalog::commit::FloeCatalog;
 use crate::cluster::Cluster;
 use crate::error::{ErrorKind, FloeError, Result};
 use crate::table::commit::{WrittenFile, written_files};
+use crate::table::overwrite::{Overwrite, Removal};
 use crate::table::write::descriptor_schema;
 use crate::table::write_protocol::{WriteCommit, commit_write, discard_writes};
 use ddl::Names;
@@ -413,7 +414,7 @@ impl Engine {
         let plan = ctx.state().statement_to_plan(statement).await?;
         let parameters = params::parameter_schema(&plan)?;
         let plan = match plan {
-            LogicalPlan::Dml(mut dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
+            LogicalPlan::Dml(mut dml) if is_insert(&dml) => {
                 dml.input = Arc::new(nullable_values(Arc::unwrap_or_clone(dml.input))?);
                 LogicalPlan::Dml(dml)
             }
@@ -426,7 +427,7 @@ impl Engine {
         };
         let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
         let planned = match plan {
-            LogicalPlan::Dml(mut dml) if dml.op == WriteOp::Insert(InsertOp::Append) => {
+            LogicalPlan::Dml(mut dml) if is_insert(&dml) => {
                 // Fully qualified: the write finds its table whatever the caller's schema.
                 let target = dml.table_name.resolve(&self.catalog_name, &caller.schema);
                 // Also checked while resolving; this holds whatever form the name took.
@@ -468,14 +469,41 @@ impl Engine {
     /// Runs the write job, then commits its files in one snapshot, following the write
     /// protocol (`table::write_protocol`): a failed job's files are deleted, a commit's
     /// outcome decides what happens to them.
+    ///
+    /// `INSERT OVERWRITE` replaces, in the same snapshot, the whole table if it is
+    /// unpartitioned, else exactly the partitions the query writes to (dynamic partition
+    /// overwrite, Spark's default).
     async fn run_insert(
         &self,
         ctx: &Arc<SessionContext>,
-        dml: DmlStatement,
+        mut dml: DmlStatement,
         catalog: &StatementCatalog,
     ) -> Result<u64> {
-        self.run_write(ctx, dml, catalog, &WriteCommit::Append, &|| Ok(()))
-            .await
+        let how = if dml.op == WriteOp::Insert(InsertOp::Overwrite) {
+            self.catalog.check_commit_changes()?;
+            let target = catalog
+                .provider(&dml.table_name, DEFAULT_NAMESPACE)
+                .ok_or_else(|| {
+                    FloeError::internal(format!(
+                        "INSERT target {} was not resolved",
+                        dml.table_name
+                    ))
+                })?;
+            let spec = target.table().metadata().default_partition_spec();
+            let removal = match spec.is_unpartitioned() {
+                true => Removal::All,
+                false => Removal::Partitions,
+            };
+            // The files are written as for any INSERT; the commit replaces.
+            dml.op = WriteOp::Insert(InsertOp::Append);
+            WriteCommit::Overwrite(Overwrite {
+                removal,
+                metadata_updates: Vec::new(),
+            })
+        } else {
+            WriteCommit::Append
+        };
+        self.run_write(ctx, dml, catalog, &how, &|| Ok(())).await
     }
 
     /// As [`Self::run_insert`], committing the files as `how` says, and only if
@@ -607,6 +635,14 @@ fn planning_failure(
 }
 
 /// The statement if Floe executes it as DDL itself.
+/// `INSERT INTO` and `INSERT OVERWRITE`.
+fn is_insert(dml: &DmlStatement) -> bool {
+    matches!(
+        dml.op,
+        WriteOp::Insert(InsertOp::Append | InsertOp::Overwrite)
+    )
+}
+
 /// A double-quoted identifier, as written for the name it is.
 fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
