@@ -318,22 +318,13 @@ fn table_properties(create: &CreateTable) -> Result<HashMap<String, String>> {
     };
     let mut properties = HashMap::new();
     for option in options {
-        let SqlOption::KeyValue { key, value } = option else {
-            return Err(FloeError::invalid(format!(
-                "table property {option}: expected 'key' = 'value'"
-            )));
-        };
-        let value = property_value(value).ok_or_else(|| {
-            FloeError::invalid(format!(
-                "table property {key}: value {value} is not a string, number or boolean"
-            ))
-        })?;
-        if key.value == FORMAT_VERSION && value != "2" {
+        let (key, value) = property(option)?;
+        if key == FORMAT_VERSION && value != "2" {
             return Err(FloeError::unimplemented(format!(
                 "table property {FORMAT_VERSION} = {value}: Floe creates format version 2 tables"
             )));
         }
-        properties.insert(key.value.clone(), value);
+        properties.insert(key, value);
     }
     properties.remove(FORMAT_VERSION);
     check_write_properties(&properties)?;
@@ -344,7 +335,22 @@ fn table_properties(create: &CreateTable) -> Result<HashMap<String, String>> {
     Ok(properties)
 }
 
-const FORMAT_VERSION: &str = "format-version";
+pub const FORMAT_VERSION: &str = "format-version";
+
+/// A table property given as `'key' = 'value'`.
+pub fn property(option: &SqlOption) -> Result<(String, String)> {
+    let SqlOption::KeyValue { key, value } = option else {
+        return Err(FloeError::invalid(format!(
+            "table property {option}: expected 'key' = 'value'"
+        )));
+    };
+    let value = property_value(value).ok_or_else(|| {
+        FloeError::invalid(format!(
+            "table property {key}: value {value} is not a string, number or boolean"
+        ))
+    })?;
+    Ok((key.value.clone(), value))
+}
 
 fn property_value(value: &Expr) -> Option<String> {
     match value {

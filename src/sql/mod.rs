@@ -2,6 +2,7 @@
 //! are planned on a per-statement context and run as Ballista jobs; writes are
 //! committed here, once.
 
+pub mod alter;
 pub mod ddl;
 pub mod dialect;
 pub mod ingest;
@@ -316,6 +317,7 @@ impl Engine {
                 ..
             } => ddl::create_schema(catalog, &names, schema_name, *if_not_exists).await,
             Statement::CreateTable(create) => ddl::create_table(catalog, &names, create).await,
+            Statement::AlterTable(alter) => alter::alter_table(catalog, &names, alter).await,
             Statement::Drop {
                 object_type: ObjectType::Schema,
                 if_exists,
@@ -663,7 +665,9 @@ fn as_ddl(statement: &DfStatement) -> Option<&Statement> {
         return None;
     };
     match statement.as_ref() {
-        Statement::CreateSchema { .. } | Statement::CreateTable(_) => Some(statement),
+        Statement::CreateSchema { .. } | Statement::CreateTable(_) | Statement::AlterTable(_) => {
+            Some(statement)
+        }
         Statement::Drop {
             object_type: ObjectType::Schema | ObjectType::Table,
             ..

@@ -157,7 +157,7 @@ fn same_shape(a: &Type, b: &Type) -> bool {
 }
 
 /// The field with new ids above `next_id` (its nested fields too).
-fn renumber(field: &NestedField, next_id: &mut i32) -> NestedField {
+pub fn renumber(field: &NestedField, next_id: &mut i32) -> NestedField {
     *next_id += 1;
     let id = *next_id;
     NestedField {

@@ -9,6 +9,7 @@
 //! float bounds leave NaN out, so those are bounds only). Otherwise the values are
 //! bounds (`Inexact`) or absent.
 
+use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -48,7 +49,13 @@ pub async fn column_statistics<'t>(
     if files.is_empty() || files.len() > MAX_FILES {
         return Ok(absent());
     }
-    let wanted: HashSet<i32> = fields.iter().copied().collect();
+    // Bounds are compared as values of the column's current type: a file written
+    // before a type promotion (int to bigint) has bounds of the older type.
+    let wanted: HashMap<i32, &DataType> = fields
+        .iter()
+        .zip(schema.fields())
+        .map(|(id, field)| (*id, field.data_type()))
+        .collect();
     let mut metrics = Metrics::default();
     let file_io = table.file_io();
     let data_manifests = cached_data_manifests(table, snapshot).await?;
@@ -75,7 +82,7 @@ pub async fn column_statistics<'t>(
     Ok(fields
         .iter()
         .zip(schema.fields())
-        .map(|(id, field)| metrics.column(*id, field.data_type(), reads_all_rows))
+        .map(|(id, _)| metrics.column(*id, reads_all_rows))
         .collect())
 }
 
@@ -149,34 +156,43 @@ async fn cached_manifest(file_io: FileIO, file: ManifestFile) -> Result<Arc<Mani
 struct Metrics {
     files: usize,
     nulls: HashMap<i32, (u64, usize)>,
-    lower: HashMap<i32, (Datum, usize)>,
-    upper: HashMap<i32, (Datum, usize)>,
+    lower: HashMap<i32, Bound>,
+    upper: HashMap<i32, Bound>,
+}
+
+/// The extreme bound of a column over the files seen.
+struct Bound {
+    value: ScalarValue,
+    /// Whether `value` is a value of the column, not only a bound (see `is_the_value`).
+    is_value: bool,
+    /// Files whose bound was seen.
+    seen: usize,
 }
 
 impl Metrics {
     fn add(
         &mut self,
-        wanted: &HashSet<i32>,
+        wanted: &HashMap<i32, &DataType>,
         nulls: &HashMap<i32, u64>,
         lower: &HashMap<i32, Datum>,
         upper: &HashMap<i32, Datum>,
     ) {
         self.files += 1;
-        for id in wanted {
+        for (id, data_type) in wanted {
             if let Some(n) = nulls.get(id) {
                 let entry = self.nulls.entry(*id).or_insert((0, 0));
                 *entry = (entry.0 + n, entry.1 + 1);
             }
             if let Some(v) = lower.get(id) {
-                extend(&mut self.lower, *id, v, |new, old| new < old);
+                extend(&mut self.lower, *id, v, data_type, Ordering::Less);
             }
             if let Some(v) = upper.get(id) {
-                extend(&mut self.upper, *id, v, |new, old| new > old);
+                extend(&mut self.upper, *id, v, data_type, Ordering::Greater);
             }
         }
     }
 
-    fn column(&self, id: i32, data_type: &DataType, exact_rows: bool) -> ColumnStatistics {
+    fn column(&self, id: i32, exact_rows: bool) -> ColumnStatistics {
         let everywhere = |seen: usize| seen == self.files;
         let mut column = ColumnStatistics::new_unknown();
         if let Some((nulls, seen)) = self.nulls.get(&id) {
@@ -186,10 +202,10 @@ impl Metrics {
                 Precision::Inexact(*nulls as usize)
             };
         }
-        let bound = |bounds: &HashMap<i32, (Datum, usize)>| {
-            let (datum, seen) = bounds.get(&id)?;
-            let value = scalar(datum, data_type)?;
-            Some(if exact_rows && everywhere(*seen) && is_the_value(datum) {
+        let bound = |bounds: &HashMap<i32, Bound>| {
+            let bound = bounds.get(&id)?;
+            let value = bound.value.clone();
+            Some(if exact_rows && everywhere(bound.seen) && bound.is_value {
                 Precision::Exact(value)
             } else {
                 Precision::Inexact(value)
@@ -205,26 +221,44 @@ impl Metrics {
         column
     }
 
-    fn all_recorded(&self, bounds: &HashMap<i32, (Datum, usize)>, id: i32) -> bool {
-        bounds.get(&id).is_some_and(|(_, seen)| *seen == self.files)
+    fn all_recorded(&self, bounds: &HashMap<i32, Bound>, id: i32) -> bool {
+        bounds
+            .get(&id)
+            .is_some_and(|bound| bound.seen == self.files)
     }
 }
 
+/// Takes a file's bound of column `id` into the extreme one (`beyond`: `Less` for the
+/// lower bound). A bound that cannot be a value of the column's type is not seen, so
+/// the column gets no bound.
 fn extend(
-    bounds: &mut HashMap<i32, (Datum, usize)>,
+    bounds: &mut HashMap<i32, Bound>,
     id: i32,
-    value: &Datum,
-    better: impl Fn(&Datum, &Datum) -> bool,
+    datum: &Datum,
+    data_type: &DataType,
+    beyond: Ordering,
 ) {
+    let Some(value) = scalar(datum, data_type) else {
+        return;
+    };
+    let is_value = is_the_value(datum);
     match bounds.get_mut(&id) {
-        Some((current, seen)) => {
-            if better(value, current) {
-                *current = value.clone();
+        Some(bound) => {
+            if value.partial_cmp(&bound.value) == Some(beyond) {
+                bound.value = value;
+                bound.is_value = is_value;
             }
-            *seen += 1;
+            bound.seen += 1;
         }
         None => {
-            bounds.insert(id, (value.clone(), 1));
+            bounds.insert(
+                id,
+                Bound {
+                    value,
+                    is_value,
+                    seen: 1,
+                },
+            );
         }
     }
 }

@@ -1,0 +1,92 @@
+"""`ALTER TABLE` through ADBC, each change visible to the next statement and to
+pyiceberg; rows written before a change read on by field id."""
+
+import adbc_driver_manager
+import pytest
+
+from conftest import query
+
+
+@pytest.fixture()
+def people(cur, schema):
+    name = f"{schema}.people"
+    cur.execute(f"CREATE TABLE {name} (id INT NOT NULL, name STRING, region STRING) PARTITIONED BY (region)")
+    cur.execute(f"INSERT INTO {name} VALUES (1, 'ann', 'eu'), (2, 'bo', 'us')")
+    return name
+
+
+def fields(catalog, name):
+    return [(f.field_id, f.name, str(f.field_type), f.required) for f in catalog.load_table(name).schema().fields]
+
+
+def test_add_rename_and_drop_columns(cur, catalog, people):
+    cur.execute(f"ALTER TABLE {people} ADD COLUMN note STRING, ADD COLUMN score DOUBLE")
+    cur.execute(f"INSERT INTO {people} VALUES (3, 'cy', 'eu', 'new', 1.5)")
+    got = query(cur, f"SELECT id, note, score FROM {people} ORDER BY id").to_pylist()
+    assert got == [
+        {"id": 1, "note": None, "score": None},
+        {"id": 2, "note": None, "score": None},
+        {"id": 3, "note": "new", "score": 1.5},
+    ]
+    assert [f[1] for f in fields(catalog, people)] == ["id", "name", "region", "note", "score"]
+
+    cur.execute(f"ALTER TABLE {people} RENAME COLUMN name TO full_name")
+    assert query(cur, f"SELECT full_name FROM {people} ORDER BY id")["full_name"].to_pylist() == ["ann", "bo", "cy"]
+    table = catalog.load_table(people)
+    assert sorted(table.scan(selected_fields=("full_name",)).to_arrow()["full_name"].to_pylist()) == ["ann", "bo", "cy"]
+
+    # A dropped column is gone; the same name added again is a new, empty column.
+    cur.execute(f"ALTER TABLE {people} DROP COLUMN note")
+    assert "note" not in query(cur, f"SELECT * FROM {people}").column_names
+    cur.execute(f"ALTER TABLE {people} ADD COLUMN note STRING")
+    assert query(cur, f"SELECT note FROM {people}")["note"].to_pylist() == [None, None, None]
+    ids = {f[1]: f[0] for f in fields(catalog, people)}
+    assert ids["note"] > ids["score"], "a re-added column gets a new field id"
+
+
+def test_type_promotions_and_nullability(cur, catalog, people):
+    cur.execute(f"ALTER TABLE {people} ALTER COLUMN id TYPE BIGINT")
+    assert ("long", True) == next((f[2], f[3]) for f in fields(catalog, people) if f[1] == "id")
+    cur.execute(f"INSERT INTO {people} VALUES (5000000000, 'big', 'eu')")
+    assert query(cur, f"SELECT max(id) AS m FROM {people}").to_pylist() == [{"m": 5000000000}]
+
+    with pytest.raises(adbc_driver_manager.Error, match="INVALID_ARGUMENT.*cannot change from"):
+        cur.execute(f"ALTER TABLE {people} ALTER COLUMN name TYPE INT")
+    with pytest.raises(adbc_driver_manager.Error, match="INVALID_ARGUMENT.*NOT NULL"):
+        cur.execute(f"ALTER TABLE {people} ALTER COLUMN name SET NOT NULL")
+
+    cur.execute(f"ALTER TABLE {people} ALTER COLUMN id DROP NOT NULL")
+    cur.execute(f"INSERT INTO {people} VALUES (NULL, 'nobody', 'us')")
+    assert query(cur, f"SELECT count(*) AS n FROM {people} WHERE id IS NULL").to_pylist() == [{"n": 1}]
+    assert not catalog.load_table(people).schema().find_field("id").required
+
+
+def test_properties_and_rename_to(cur, catalog, schema, people):
+    cur.execute(f"ALTER TABLE {people} SET TBLPROPERTIES ('owner' = 'crm', 'write.parquet.compression-codec' = 'snappy')")
+    properties = catalog.load_table(people).properties
+    assert properties["owner"] == "crm" and properties["write.parquet.compression-codec"] == "snappy"
+    with pytest.raises(adbc_driver_manager.Error, match="INVALID_ARGUMENT"):
+        cur.execute(f"ALTER TABLE {people} SET TBLPROPERTIES ('write.parquet.compression-codec' = 'zip')")
+
+    cur.execute(f"ALTER TABLE {people} RENAME TO {schema}.customers")
+    assert query(cur, f"SELECT count(*) AS n FROM {schema}.customers").to_pylist() == [{"n": 2}]
+    with pytest.raises(adbc_driver_manager.ProgrammingError, match="NOT_FOUND"):
+        cur.execute(f"SELECT * FROM {people}")
+    assert catalog.table_exists(f"{schema}.customers")
+
+
+def test_what_cannot_be_done_is_refused_and_changes_nothing(cur, catalog, people):
+    before = fields(catalog, people)
+    with pytest.raises(adbc_driver_manager.Error, match="partition source"):
+        cur.execute(f"ALTER TABLE {people} DROP COLUMN region")
+    with pytest.raises(adbc_driver_manager.Error, match="ALREADY_EXISTS"):
+        cur.execute(f"ALTER TABLE {people} ADD COLUMN name STRING")
+    with pytest.raises(adbc_driver_manager.Error, match="cannot be NOT NULL"):
+        cur.execute(f"ALTER TABLE {people} ADD COLUMN strict INT NOT NULL")
+    # One statement is one change: its first operation is not kept when a later one fails.
+    with pytest.raises(adbc_driver_manager.Error, match="no column"):
+        cur.execute(f"ALTER TABLE {people} ADD COLUMN extra INT, DROP COLUMN missing")
+    assert fields(catalog, people) == before
+    with pytest.raises(adbc_driver_manager.ProgrammingError, match="NOT_FOUND"):
+        cur.execute(f"ALTER TABLE {people}_nope ADD COLUMN x INT")
+    cur.execute(f"ALTER TABLE IF EXISTS {people}_nope ADD COLUMN x INT")

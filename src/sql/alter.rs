@@ -1,0 +1,303 @@
+//! `ALTER TABLE`: `ADD COLUMN`, `DROP COLUMN`, `RENAME COLUMN`, `ALTER COLUMN … TYPE`
+//! (Iceberg's legal promotions), `ALTER COLUMN … DROP NOT NULL`, `SET TBLPROPERTIES`,
+//! and `RENAME TO`. A statement's changes commit together as one metadata change (no
+//! new snapshot), required to apply to the schema the statement read: a concurrent
+//! schema change makes it fail, not mix. Columns keep their field ids, so data written
+//! before reads on (a dropped column's data is no longer read; a re-added name is a new
+//! column).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::sql::sqlparser::ast::{
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, DataType, Ident,
+    RenameTableNameKind, SqlOption,
+};
+use iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
+use iceberg::{TableIdent, TableRequirement, TableUpdate};
+
+use super::ddl::{FORMAT_VERSION, Names, normalize, property, table_schema};
+use crate::catalog::commit::{FloeCatalog, TableChanges};
+use crate::error::{FloeError, Result};
+use crate::table::replace::renumber;
+use crate::table::write::check_write_properties;
+
+/// `builder.set_current_schema(-1)`: the schema added in the same commit.
+const LAST_ADDED: i32 = -1;
+
+pub async fn alter_table(
+    catalog: &dyn FloeCatalog,
+    names: &Names<'_>,
+    alter: &AlterTable,
+) -> Result<()> {
+    let ident = names.table(&alter.name)?;
+    if !catalog.table_exists(&ident).await? {
+        if alter.if_exists {
+            return Ok(());
+        }
+        return Err(FloeError::not_found(format!("table '{ident}' not found")));
+    }
+    if let [AlterTableOperation::RenameTable { table_name }] = alter.operations.as_slice() {
+        let (RenameTableNameKind::To(name) | RenameTableNameKind::As(name)) = table_name;
+        let target = names.table(name)?;
+        if catalog.table_exists(&target).await? {
+            return Err(FloeError::already_exists(format!(
+                "table '{target}' already exists"
+            )));
+        }
+        return Ok(catalog.rename_table(&ident, &target).await?);
+    }
+    catalog.check_commit_changes()?;
+    let table = catalog.load_table(&ident).await?;
+    let metadata = table.metadata();
+    let current = metadata.current_schema();
+    let mut change = Change {
+        ident: &ident,
+        fields: current.as_struct().fields().to_vec(),
+        next_id: metadata.last_column_id(),
+        properties: HashMap::new(),
+        partition_sources: metadata
+            .partition_specs_iter()
+            .flat_map(|spec| spec.fields().iter().map(|f| f.source_id))
+            .collect(),
+    };
+    for operation in &alter.operations {
+        change.apply(operation)?;
+    }
+    let mut updates = Vec::new();
+    if change.fields.as_slice() != current.as_struct().fields() {
+        let schema = Schema::builder()
+            .with_fields(change.fields)
+            .with_identifier_field_ids(current.identifier_field_ids())
+            .build()
+            .map_err(|e| FloeError::invalid(format!("ALTER TABLE {ident}: {}", e.message())))?;
+        updates.push(TableUpdate::AddSchema { schema });
+        updates.push(TableUpdate::SetCurrentSchema {
+            schema_id: LAST_ADDED,
+        });
+    }
+    if !change.properties.is_empty() {
+        check_write_properties(&change.properties)?;
+        updates.push(TableUpdate::SetProperties {
+            updates: change.properties,
+        });
+    }
+    if updates.is_empty() {
+        return Ok(());
+    }
+    let changes = TableChanges {
+        requirements: vec![
+            TableRequirement::UuidMatch {
+                uuid: metadata.uuid(),
+            },
+            TableRequirement::CurrentSchemaIdMatch {
+                current_schema_id: metadata.current_schema_id(),
+            },
+        ],
+        updates,
+    };
+    catalog.commit_changes(&ident, &changes).await?;
+    Ok(())
+}
+
+/// The table's columns and properties as the statement's operations change them.
+struct Change<'a> {
+    ident: &'a TableIdent,
+    fields: Vec<NestedFieldRef>,
+    next_id: i32,
+    properties: HashMap<String, String>,
+    /// Field ids some partition spec reads.
+    partition_sources: Vec<i32>,
+}
+
+impl Change<'_> {
+    fn apply(&mut self, operation: &AlterTableOperation) -> Result<()> {
+        match operation {
+            AlterTableOperation::AddColumn {
+                if_not_exists,
+                column_def,
+                column_position: None,
+                ..
+            } => self.add(column_def, *if_not_exists),
+            AlterTableOperation::DropColumn {
+                column_names,
+                if_exists,
+                ..
+            } => column_names
+                .iter()
+                .try_for_each(|name| self.drop(name, *if_exists)),
+            AlterTableOperation::RenameColumn {
+                old_column_name,
+                new_column_name,
+            } => self.rename(old_column_name, new_column_name),
+            AlterTableOperation::AlterColumn { column_name, op } => match op {
+                AlterColumnOperation::DropNotNull => {
+                    self.update(column_name, |field| field.required = false)
+                }
+                AlterColumnOperation::SetNotNull => Err(FloeError::invalid(format!(
+                    "ALTER TABLE {}: column {column_name} cannot become NOT NULL: rows \
+                     already written may hold NULL",
+                    self.ident
+                ))),
+                AlterColumnOperation::SetDataType { data_type, .. } => {
+                    self.retype(column_name, data_type)
+                }
+                other => Err(unsupported(other)),
+            },
+            AlterTableOperation::SetTblProperties { table_properties } => table_properties
+                .iter()
+                .try_for_each(|p| self.set_property(p)),
+            AlterTableOperation::RenameTable { .. } => Err(FloeError::unimplemented(
+                "ALTER TABLE: RENAME TO goes in a statement of its own",
+            )),
+            other => Err(unsupported(other)),
+        }
+    }
+
+    fn position(&self, name: &Ident) -> Option<usize> {
+        let name = normalize(name);
+        self.fields.iter().position(|f| f.name == name)
+    }
+
+    fn existing(&self, name: &Ident) -> Result<usize> {
+        self.position(name).ok_or_else(|| {
+            FloeError::not_found(format!(
+                "ALTER TABLE {}: no column {}",
+                self.ident,
+                normalize(name)
+            ))
+        })
+    }
+
+    fn add(&mut self, column: &ColumnDef, if_not_exists: bool) -> Result<()> {
+        if self.position(&column.name).is_some() {
+            if if_not_exists {
+                return Ok(());
+            }
+            return Err(FloeError::already_exists(format!(
+                "ALTER TABLE {}: column {} already exists",
+                self.ident,
+                normalize(&column.name)
+            )));
+        }
+        let parsed = table_schema(std::slice::from_ref(column))?;
+        let field = parsed
+            .as_struct()
+            .fields()
+            .first()
+            .ok_or_else(|| FloeError::internal("a column definition without a field"))?;
+        if field.required {
+            return Err(FloeError::invalid(format!(
+                "ALTER TABLE {}: an added column cannot be NOT NULL: the rows already \
+                 written have no value for it",
+                self.ident
+            )));
+        }
+        self.fields
+            .push(Arc::new(renumber(field, &mut self.next_id)));
+        Ok(())
+    }
+
+    fn drop(&mut self, name: &Ident, if_exists: bool) -> Result<()> {
+        let Some(at) = self.position(name) else {
+            if if_exists {
+                return Ok(());
+            }
+            return self.existing(name).map(|_| ());
+        };
+        let field = &self.fields[at];
+        if self.partition_sources.contains(&field.id) {
+            return Err(FloeError::invalid(format!(
+                "ALTER TABLE {}: column {} is a partition source and cannot be dropped",
+                self.ident, field.name
+            )));
+        }
+        if self.fields.len() == 1 {
+            return Err(FloeError::invalid(format!(
+                "ALTER TABLE {}: cannot drop its only column",
+                self.ident
+            )));
+        }
+        self.fields.remove(at);
+        Ok(())
+    }
+
+    fn rename(&mut self, from: &Ident, to: &Ident) -> Result<()> {
+        if self.position(to).is_some() {
+            return Err(FloeError::already_exists(format!(
+                "ALTER TABLE {}: column {} already exists",
+                self.ident,
+                normalize(to)
+            )));
+        }
+        let name = normalize(to);
+        self.update(from, |field| field.name = name)
+    }
+
+    fn retype(&mut self, name: &Ident, data_type: &DataType) -> Result<()> {
+        let at = self.existing(name)?;
+        let probe = ColumnDef {
+            name: name.clone(),
+            data_type: data_type.clone(),
+            options: Vec::new(),
+        };
+        let wanted = table_schema(std::slice::from_ref(&probe))?;
+        let wanted = wanted
+            .as_struct()
+            .fields()
+            .first()
+            .map(|f| f.field_type.as_ref().clone())
+            .ok_or_else(|| FloeError::internal("a column definition without a field"))?;
+        let field = &self.fields[at];
+        if !is_promotion(&field.field_type, &wanted) {
+            return Err(FloeError::invalid(format!(
+                "ALTER TABLE {}: column {} cannot change from {} to {wanted}: Iceberg \
+                 allows int to bigint, float to double, and widening a decimal's precision",
+                self.ident, field.name, field.field_type
+            )));
+        }
+        self.update(name, |field| *field.field_type = wanted)
+    }
+
+    fn update(&mut self, name: &Ident, change: impl FnOnce(&mut NestedField)) -> Result<()> {
+        let at = self.existing(name)?;
+        let mut field = self.fields[at].as_ref().clone();
+        change(&mut field);
+        self.fields[at] = Arc::new(field);
+        Ok(())
+    }
+
+    fn set_property(&mut self, option: &SqlOption) -> Result<()> {
+        let (key, value) = property(option)?;
+        if key == FORMAT_VERSION {
+            return Err(FloeError::unimplemented(
+                "ALTER TABLE: changing format-version is not supported",
+            ));
+        }
+        self.properties.insert(key, value);
+        Ok(())
+    }
+}
+
+/// Iceberg's legal type promotions.
+fn is_promotion(from: &Type, to: &Type) -> bool {
+    use PrimitiveType::{Decimal, Double, Float, Int, Long};
+    match (from, to) {
+        (Type::Primitive(from), Type::Primitive(to)) => match (from, to) {
+            (Int, Long) | (Float, Double) => true,
+            (
+                Decimal { precision, scale },
+                Decimal {
+                    precision: wider,
+                    scale: same,
+                },
+            ) => scale == same && wider >= precision,
+            (from, to) => from == to,
+        },
+        _ => false,
+    }
+}
+
+fn unsupported(operation: &impl std::fmt::Display) -> FloeError {
+    FloeError::unimplemented(format!("ALTER TABLE … {operation} is not supported"))
+}
