@@ -105,6 +105,26 @@ def test_a_scan_of_many_files_reaches_executors_group_by_group(cluster, tmp_path
     assert set(reads.values()) == {1}, "every file read exactly once"
 
 
+def test_a_partitioned_insert_writes_one_file_per_partition_value(cluster):
+    """Rows are hash-distributed on their partition values before the write, so each
+    value is written by one task, whatever the number of tasks and source files."""
+    server, _ = cluster
+    events_table(server, "source", tags=FILES)  # 8 files, ids 0..7999
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE source.daily (id BIGINT, day DATE, bucketed BIGINT) "
+                    "PARTITIONED BY (day(day), bucket(4, bucketed))")
+        cur.execute("INSERT INTO source.daily SELECT id, DATE '2024-01-01' + CAST(id % 10 AS INT), "
+                    "id % 3 FROM source.events")
+        got = query(cur, "SELECT count(*) AS n, count(DISTINCT day) AS days FROM source.daily").to_pylist()
+    assert got == [{"n": 8000, "days": 10}]
+    table = server.pyiceberg().load_table("source.daily")
+    files = table.inspect.files().to_pylist()
+    partitions = {(f["partition"]["day_day"], f["partition"]["bucketed_bucket"]) for f in files}
+    assert len(files) == len(partitions), f"{len(files)} files for {len(partitions)} partition values"
+    assert len(partitions) >= 10
+    assert sum(r["record_count"] for r in files) == 8000
+
+
 def test_results_stream_from_remote_executors(cluster):
     server, _ = cluster
     with server.connect() as conn, conn.cursor() as cur:

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use ballista_core::serde::BallistaPhysicalExtensionCodec;
 use datafusion::common::{Result as DfResult, internal_err};
 use datafusion::execution::TaskContext;
+use datafusion::logical_expr::ScalarUDF;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use iceberg::scan::{FileScanTask, FileScanTaskDeleteFile};
@@ -19,6 +20,7 @@ use crate::table::constants;
 use crate::table::scan::{IcebergScanExec, ScanParts, TaskGroups};
 use crate::table::staged_scan::StagedScanExec;
 use crate::table::staging::{StagedFile, schema_from_ipc, schema_to_ipc};
+use crate::table::transforms::{self, TransformUdf};
 use crate::table::write::{IcebergWriteExec, WriteSpec};
 
 pub mod task_groups;
@@ -69,6 +71,42 @@ impl PhysicalExtensionCodec for FloePhysicalCodec {
         .map_err(|e| FloeError::internal(format!("encoding a plan node: {e}")))?;
         Ok(())
     }
+
+    fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> DfResult<()> {
+        match node.inner().as_any().downcast_ref::<TransformUdf>() {
+            Some(udf) => {
+                buf.extend(encode_transform(udf)?);
+                Ok(())
+            }
+            None => self.ballista.try_encode_udf(node, buf),
+        }
+    }
+
+    fn try_decode_udf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<ScalarUDF>> {
+        if name.starts_with(transforms::PREFIX) {
+            let udf = decode_transform(buf)?;
+            return Ok(Arc::new(ScalarUDF::new_from_impl(udf)));
+        }
+        self.ballista.try_decode_udf(name, buf)
+    }
+}
+
+/// A partition transform function: its transform and input type, as JSON.
+fn encode_transform(udf: &TransformUdf) -> Result<Vec<u8>> {
+    let wire = (udf.transform.to_string(), udf.input.to_string());
+    serde_json::to_vec(&wire).map_err(|e| FloeError::internal(format!("encoding a transform: {e}")))
+}
+
+fn decode_transform(buf: &[u8]) -> Result<TransformUdf> {
+    let (transform, input): (String, String) = serde_json::from_slice(buf)
+        .map_err(|e| FloeError::internal(format!("decoding a transform: {e}")))?;
+    let transform = transform
+        .parse()
+        .map_err(|e| FloeError::internal(format!("decoding a transform: {e}")))?;
+    let input = input
+        .parse()
+        .map_err(|e| FloeError::internal(format!("decoding a transform's input type: {e}")))?;
+    TransformUdf::try_new(transform, input)
 }
 
 fn decode_node(buf: &[u8], inputs: &[Arc<dyn ExecutionPlan>]) -> Result<Arc<dyn ExecutionPlan>> {

@@ -16,6 +16,7 @@ pub mod staged_scan;
 pub mod staging;
 pub mod statistics;
 pub mod time_travel;
+pub mod transforms;
 pub mod warm;
 pub mod write;
 pub mod write_protocol;

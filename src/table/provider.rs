@@ -15,10 +15,10 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 use iceberg::table::Table;
 
-use super::plan_schema;
 use super::scan::plan_scan;
 use super::write::{COMPRESSION_CODEC, IcebergWriteExec, TARGET_FILE_SIZE, WriteSpec};
 use super::write_protocol::{new_write_id, write_location};
+use super::{plan_schema, transforms};
 use crate::catalog::StorageSpec;
 use crate::error::{FloeError, Result};
 
@@ -166,6 +166,7 @@ impl TableProvider for IcebergTableProvider {
         if let Ok(mut writes) = self.planned_writes.lock() {
             writes.push(write_id);
         }
+        let input = transforms::with_partition_values(input, &spec.partition_spec, &spec.schema)?;
         Ok(Arc::new(IcebergWriteExec::try_new(input, Arc::new(spec))?))
     }
 }

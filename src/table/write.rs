@@ -14,7 +14,8 @@ use datafusion::common::{Result as DfResult, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
-use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::Distribution;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -39,7 +40,7 @@ use iceberg::writer::partitioning::PartitioningWriter;
 use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
 use iceberg::writer::partitioning::unpartitioned_writer::UnpartitionedWriter;
 
-use super::arrow_schema;
+use super::{arrow_schema, transforms};
 use crate::arrow_compat::conform_array;
 use crate::catalog::StorageSpec;
 use crate::error::{FloeError, Result, iceberg_to_df};
@@ -89,12 +90,16 @@ pub struct IcebergWriteExec {
     pub spec: Arc<WriteSpec>,
     table_schema: SchemaRef,
     properties: Arc<PlanProperties>,
+    /// The input's partition value columns, which it is hash-distributed on (see
+    /// `transforms::with_partition_values`); none for an unpartitioned table.
+    partition_values: Vec<Arc<dyn PhysicalExpr>>,
 }
 
 impl IcebergWriteExec {
     pub fn try_new(input: Arc<dyn ExecutionPlan>, spec: Arc<WriteSpec>) -> Result<Self> {
         let table_schema = arrow_schema(&spec.schema)?;
-        if input.schema().fields().len() != table_schema.fields().len() {
+        let partition_values = transforms::partition_value_columns(&input.schema());
+        if input.schema().fields().len() != table_schema.fields().len() + partition_values.len() {
             return Err(FloeError::invalid(format!(
                 "INSERT into {} provides {} columns, the table has {}",
                 spec.table,
@@ -113,6 +118,7 @@ impl IcebergWriteExec {
             spec,
             table_schema,
             properties,
+            partition_values,
         })
     }
 }
@@ -146,6 +152,15 @@ impl ExecutionPlan for IcebergWriteExec {
 
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
         vec![false]
+    }
+
+    /// One task per partition value: each value's rows go to one file (or one run of
+    /// rolled files) instead of one per task.
+    fn required_input_distribution(&self) -> Vec<Distribution> {
+        match self.partition_values.is_empty() {
+            true => vec![Distribution::UnspecifiedDistribution],
+            false => vec![Distribution::HashPartitioned(self.partition_values.clone())],
+        }
     }
 
     fn with_new_children(
@@ -344,7 +359,8 @@ impl Drop for DeleteOnDrop {
 }
 
 /// Lays a batch out exactly as the table schema (the Parquet writer and the partition
-/// calculator both work by position), refusing NULLs in NOT NULL columns.
+/// calculator both work by position), refusing NULLs in NOT NULL columns. Columns past
+/// the table's (partition values the write was distributed on) are dropped.
 pub fn conform_to_table(batch: RecordBatch, table_schema: &SchemaRef) -> DfResult<RecordBatch> {
     let columns = batch
         .columns()
