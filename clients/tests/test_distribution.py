@@ -125,6 +125,25 @@ def test_a_partitioned_insert_writes_one_file_per_partition_value(cluster):
     assert sum(r["record_count"] for r in files) == 8000
 
 
+def test_a_delete_reads_and_rewrites_only_the_files_that_hold_its_rows(cluster):
+    server, executors = cluster
+    table = events_table(server, "del", tags=FILES)
+    before = set(table.inspect.files()["file_path"].to_pylist())
+    [task] = table.scan(row_filter="id >= 3000 and id < 4000").plan_files()
+    target = task.file.file_path
+    reads_before = Counter(path for e in executors for path in files_read(e))
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("DELETE FROM del.events WHERE id >= 3000 AND id < 3500")
+        assert cur.fetchall() == [(500,)]
+        # Counted, then rewritten: the one file whose bounds overlap, by the executors.
+        reads = Counter(path for e in executors for path in files_read(e)) - reads_before
+        assert set(reads) == {target}
+        got = query(cur, "SELECT count(*) AS n, min(id) AS lo FROM del.events WHERE id >= 3000").to_pylist()
+    assert got == [{"n": 4500, "lo": 3500}]
+    after = set(server.pyiceberg().load_table("del.events").inspect.files()["file_path"].to_pylist())
+    assert before - after == {target} and len(after - before) == 1
+
+
 def test_results_stream_from_remote_executors(cluster):
     server, _ = cluster
     with server.connect() as conn, conn.cursor() as cur:

@@ -11,6 +11,7 @@ pub mod metadata;
 pub mod params;
 pub mod parse;
 pub mod resolve;
+pub mod row_level;
 pub mod time_travel;
 pub mod types;
 pub mod uuids;
@@ -196,7 +197,7 @@ impl Engine {
                 let reusable = parameters.fields().is_empty().then_some(query);
                 (StatementKind::Query(schema), reusable)
             }
-            Planned::Insert(..) => (StatementKind::Update, None),
+            Planned::Write(..) => (StatementKind::Update, None),
         };
         Ok(Prepared {
             kind,
@@ -268,14 +269,20 @@ impl Engine {
         }
         match self.plan(caller, statement, params).await? {
             (_, Planned::Query(query), _) => Ok(Outcome::Query(query)),
-            (catalog, Planned::Insert(ctx, dml), _) => {
+            (catalog, Planned::Write(ctx, dml), _) => {
                 // A write runs to its end (commit, or clean-up) even if the client goes
                 // away: dropping it half-way would leave its files behind.
                 let engine = self.clone();
-                let count =
-                    tokio::spawn(async move { engine.run_insert(&ctx, dml, &catalog).await })
-                        .await
-                        .map_err(|e| FloeError::internal(format!("INSERT task failed: {e}")))??;
+                let count = tokio::spawn(async move {
+                    match dml.op {
+                        WriteOp::Delete | WriteOp::Update => {
+                            engine.run_row_level(&ctx, dml, &catalog).await
+                        }
+                        _ => engine.run_insert(&ctx, dml, &catalog).await,
+                    }
+                })
+                .await
+                .map_err(|e| FloeError::internal(format!("write task failed: {e}")))??;
                 Ok(Outcome::Done {
                     rows: count_batch(count)?,
                     affected: count as i64,
@@ -429,13 +436,13 @@ impl Engine {
         };
         let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
         let planned = match plan {
-            LogicalPlan::Dml(mut dml) if is_insert(&dml) => {
+            LogicalPlan::Dml(mut dml) if is_write(&dml) => {
                 // Fully qualified: the write finds its table whatever the caller's schema.
                 let target = dml.table_name.resolve(&self.catalog_name, &caller.schema);
                 // Also checked while resolving; this holds whatever form the name took.
                 caller.access.check_write(&target.schema)?;
                 dml.table_name = target.into();
-                Planned::Insert(ctx, dml)
+                Planned::Write(ctx, dml)
             }
             LogicalPlan::Dml(dml) => {
                 return Err(FloeError::unimplemented(format!(
@@ -446,7 +453,7 @@ impl Engine {
             // It would write files that nothing commits.
             LogicalPlan::Analyze(analyze) if matches!(*analyze.input, LogicalPlan::Dml(_)) => {
                 return Err(FloeError::unimplemented(
-                    "EXPLAIN ANALYZE of INSERT is not supported",
+                    "EXPLAIN ANALYZE of INSERT, DELETE or UPDATE is not supported",
                 ));
             }
             LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) | LogicalPlan::Copy(_) => {
@@ -574,7 +581,8 @@ impl Engine {
 
 enum Planned {
     Query(Box<Query>),
-    Insert(Arc<SessionContext>, DmlStatement),
+    /// An INSERT, DELETE or UPDATE.
+    Write(Arc<SessionContext>, DmlStatement),
 }
 
 /// Whether `plan` only computes on literals (`SELECT 1`, `VALUES …`): its work is
@@ -636,13 +644,17 @@ fn planning_failure(
     }
 }
 
-/// The statement if Floe executes it as DDL itself.
 /// `INSERT INTO` and `INSERT OVERWRITE`.
 fn is_insert(dml: &DmlStatement) -> bool {
     matches!(
         dml.op,
         WriteOp::Insert(InsertOp::Append | InsertOp::Overwrite)
     )
+}
+
+/// The statements that write a table: INSERTs, `DELETE` and `UPDATE`.
+fn is_write(dml: &DmlStatement) -> bool {
+    is_insert(dml) || matches!(dml.op, WriteOp::Delete | WriteOp::Update)
 }
 
 /// A double-quoted identifier, as written for the name it is.
@@ -660,6 +672,7 @@ fn as_create_table_as(statement: &DfStatement) -> Option<&CreateTable> {
     }
 }
 
+/// The statement if Floe executes it as DDL itself.
 fn as_ddl(statement: &DfStatement) -> Option<&Statement> {
     let DfStatement::Statement(statement) = statement else {
         return None;

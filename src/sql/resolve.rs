@@ -65,7 +65,7 @@ pub async fn resolve(
     let (info_schema, tables): (Vec<_>, Vec<_>) = references
         .into_iter()
         .partition(|r| r.schema() == Some(INFORMATION_SCHEMA));
-    let target = insert_target(statement);
+    let target = write_target(statement);
     let tables: Vec<(TableReference, Use)> = tables
         .into_iter()
         .map(|reference| {
@@ -207,17 +207,23 @@ pub async fn resolve_tables(
     })
 }
 
-/// The table an `INSERT` writes to (it needs a write grant, not a read grant).
-fn insert_target(statement: &Statement) -> Option<TableReference> {
+/// The table an `INSERT`, `DELETE` or `UPDATE` writes to (it needs a write grant, not
+/// a read grant).
+fn write_target(statement: &Statement) -> Option<TableReference> {
     let Statement::Statement(statement) = statement else {
         return None;
     };
-    let ast::Statement::Insert(ast::Insert {
-        table: ast::TableObject::TableName(name),
-        ..
-    }) = statement.as_ref()
-    else {
-        return None;
+    let name = match statement.as_ref() {
+        ast::Statement::Insert(ast::Insert {
+            table: ast::TableObject::TableName(name),
+            ..
+        }) => name,
+        ast::Statement::Delete(ast::Delete {
+            from: ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from),
+            ..
+        }) => table_name(from.first()?)?,
+        ast::Statement::Update(ast::Update { table, .. }) => table_name(table)?,
+        _ => return None,
     };
     match parts(name).ok()?.as_slice() {
         [table] => Some(TableReference::bare(table.as_str())),
@@ -227,6 +233,13 @@ fn insert_target(statement: &Statement) -> Option<TableReference> {
             schema.as_str(),
             table.as_str(),
         )),
+        _ => None,
+    }
+}
+
+fn table_name(table: &ast::TableWithJoins) -> Option<&ast::ObjectName> {
+    match &table.relation {
+        ast::TableFactor::Table { name, .. } => Some(name),
         _ => None,
     }
 }

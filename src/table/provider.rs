@@ -3,6 +3,7 @@
 //! whole statement, and nothing cached beyond it).
 
 use std::any::Any;
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -11,6 +12,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::{Result as DfResult, not_impl_err};
 use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 use iceberg::table::Table;
@@ -35,6 +37,8 @@ pub struct IcebergTableProvider {
     /// The error `scan` failed with. Ballista plans jobs on the coordinator but reports
     /// a planning failure only as text; the statement reads the error back from here.
     planning_error: Mutex<Option<FloeError>>,
+    /// The data files scans read, if not all (see [`Self::restricted_to`]).
+    only_files: Option<Arc<HashSet<String>>>,
 }
 
 impl IcebergTableProvider {
@@ -48,7 +52,31 @@ impl IcebergTableProvider {
             planned_writes: Mutex::new(Vec::new()),
             next_write_id: Mutex::new(None),
             planning_error: Mutex::new(None),
+            only_files: None,
         })
+    }
+
+    /// A provider of the same table (same snapshot) whose scans read only `files`:
+    /// what a copy-on-write DELETE or UPDATE rewrites.
+    pub fn restricted_to(&self, files: HashSet<String>) -> Result<Self> {
+        let mut restricted = Self::try_new(self.table.clone())?;
+        restricted.only_files = Some(Arc::new(files));
+        Ok(restricted)
+    }
+
+    /// The data files that may hold rows matching `filter`, as far as the table's
+    /// metadata (partitions, column bounds) tells.
+    pub async fn files_matching(&self, filter: &Expr) -> Result<HashSet<String>> {
+        let columns = Vec::new();
+        // Separately, as DataFusion pushes them: each conjunct Iceberg can use prunes.
+        let filters: Vec<Expr> = split_conjunction(filter).into_iter().cloned().collect();
+        let scan = plan_scan(&self.table, &self.name, Some(&columns), &filters, None, 1).await?;
+        let tasks = scan.groups.listed().unwrap_or_default();
+        Ok(tasks
+            .iter()
+            .flatten()
+            .map(|task| task.data_file_path.clone())
+            .collect())
     }
 
     pub fn table(&self) -> &Table {
@@ -119,6 +147,7 @@ impl TableProvider for IcebergTableProvider {
             &self.name,
             projection,
             filters,
+            self.only_files.as_deref(),
             target_partitions,
         )
         .await;

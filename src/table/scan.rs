@@ -8,7 +8,7 @@
 //! group. Nothing is planned again on an executor.
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -266,12 +266,14 @@ fn read_field_ids(schema: &IcebergSchemaRef, project_field_ids: &[i32]) -> Vec<i
         .unwrap_or_default()
 }
 
-/// Plans the scan of `table` (already pinned to one snapshot for the statement).
+/// Plans the scan of `table` (already pinned to one snapshot for the statement); of
+/// only the data files `only_files` names, if given (a copy-on-write rewrite).
 pub async fn plan_scan(
     table: &Table,
     table_name: &str,
     projection: Option<&Vec<usize>>,
     filters: &[Expr],
+    only_files: Option<&HashSet<String>>,
     target_partitions: usize,
 ) -> Result<IcebergScanExec> {
     let metadata = table.metadata();
@@ -357,6 +359,9 @@ pub async fn plan_scan(
         constants::attach(task, &identity, &schema)?;
     }
     guard_against_lost_files(&tasks, predicate.is_some(), snapshot.summary())?;
+    if let Some(files) = only_files {
+        tasks.retain(|task| files.contains(&task.data_file_path));
+    }
     refuse_unreadable_files(&parts.table, &tasks)?;
 
     parts.predicate = read_predicate

@@ -1,0 +1,135 @@
+"""`DELETE` and `UPDATE` through ADBC, copy-on-write: the affected rows change, exactly
+the files that may hold them are rewritten in one `overwrite` snapshot that pyiceberg
+reads the same way, and a statement that fails or matches nothing changes nothing."""
+
+from pathlib import Path
+
+import adbc_driver_manager
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.transforms import BucketTransform
+from pyiceberg.types import LongType
+
+from conftest import query
+
+
+@pytest.fixture()
+def events(cur, schema):
+    """Three days, one file per day and INSERT: day 1 has ids 1-3 and 10, day 2 ids 4-5,
+    day 3 id 6 (its name NULL)."""
+    name = f"{schema}.events"
+    cur.execute(f"CREATE TABLE {name} (id BIGINT, name STRING, day DATE) PARTITIONED BY (day)")
+    cur.execute(f"INSERT INTO {name} VALUES (1, 'a', DATE '2024-01-01'), (2, 'b', DATE '2024-01-01'), "
+                f"(3, 'c', DATE '2024-01-01'), (4, 'd', DATE '2024-01-02'), (5, 'e', DATE '2024-01-02'), "
+                f"(6, NULL, DATE '2024-01-03')")
+    cur.execute(f"INSERT INTO {name} VALUES (10, 'j', DATE '2024-01-01')")
+    return name
+
+
+def rows(cur, table):
+    return query(cur, f"SELECT id, name, day FROM {table} ORDER BY id").to_pylist()
+
+
+def pyiceberg_rows(catalog, table):
+    return sorted(catalog.load_table(table).scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+
+
+def files(catalog, table):
+    return set(catalog.load_table(table).inspect.files()["file_path"].to_pylist())
+
+
+def history(catalog, table):
+    snapshots = sorted(catalog.load_table(table).snapshots(), key=lambda s: s.sequence_number)
+    return [s.summary.operation.value for s in snapshots]
+
+
+def affected(cur, sql):
+    """The statement's answer: the rows it deleted or updated."""
+    cur.execute(sql)
+    [(count,)] = cur.fetchall()
+    return count
+
+
+def test_delete_removes_the_matching_rows_rewriting_only_their_files(cur, catalog, events):
+    before = files(catalog, events)
+    untouched = {f for f in before if "day=2024-01-01" not in f}
+    assert affected(cur, f"DELETE FROM {events} WHERE id % 2 = 0 AND day = DATE '2024-01-01'") == 2
+    expected = [r for r in pyiceberg_rows(catalog, events) if not (r["id"] in (2, 10))]
+    assert len(expected) == 5
+    assert rows(cur, events) == expected
+    after = files(catalog, events)
+    # The two files of 2024-01-01 were replaced by one; the other days' files stayed.
+    assert untouched <= after and len(after) == len(untouched) + 1
+    assert history(catalog, events) == ["append", "append", "overwrite"]
+    summary = catalog.load_table(events).current_snapshot().summary
+    assert (summary["deleted-data-files"], summary["deleted-records"], summary["added-records"]) == ("2", "4", "2")
+
+
+def test_rows_where_the_condition_is_null_are_kept(cur, catalog, events):
+    assert affected(cur, f"DELETE FROM {events} WHERE name <> 'a'") == 5
+    assert [r["id"] for r in rows(cur, events)] == [1, 6]
+    assert [r["id"] for r in pyiceberg_rows(catalog, events)] == [1, 6]
+
+
+def test_delete_without_where_empties_the_table(cur, catalog, events):
+    assert affected(cur, f"DELETE FROM {events}") == 7
+    assert rows(cur, events) == []
+    assert files(catalog, events) == set()
+    assert history(catalog, events)[-1] == "overwrite"
+
+
+def test_a_statement_that_matches_nothing_commits_nothing(cur, catalog, events):
+    before = history(catalog, events)
+    assert affected(cur, f"DELETE FROM {events} WHERE id > 100") == 0
+    assert affected(cur, f"UPDATE {events} SET name = 'x' WHERE name = 'nobody'") == 0
+    assert history(catalog, events) == before
+
+
+def test_update_changes_the_matching_rows(cur, catalog, events):
+    assert affected(cur, f"UPDATE {events} SET name = upper(name) WHERE day = DATE '2024-01-02'") == 2
+    got = rows(cur, events)
+    assert [r["name"] for r in got] == ["a", "b", "c", "D", "E", None, "j"]
+    assert pyiceberg_rows(catalog, events) == got
+    assert history(catalog, events) == ["append", "append", "overwrite"]
+
+
+def test_update_may_move_rows_to_another_partition(cur, catalog, events):
+    assert affected(cur, f"UPDATE {events} AS e SET day = DATE '2025-06-01', id = e.id * 100 "
+                         f"WHERE e.name IS NULL OR e.id = 1") == 2
+    got = {r["id"]: str(r["day"]) for r in pyiceberg_rows(catalog, events)}
+    assert got[100] == got[600] == "2025-06-01" and 1 not in got and 6 not in got
+    partitions = catalog.load_table(events).inspect.partitions().to_pylist()
+    counts = {str(p["partition"]["day"]): p["record_count"] for p in partitions}
+    assert counts == {"2024-01-01": 3, "2024-01-02": 2, "2025-06-01": 2}
+
+
+def test_updated_rows_get_the_partition_values_pyiceberg_computes(cur, catalog, schema):
+    name = f"{schema}.bucketed"
+    cur.execute(f"CREATE TABLE {name} (id BIGINT, v BIGINT) PARTITIONED BY (bucket(4, v))")
+    cur.execute(f"INSERT INTO {name} SELECT value AS id, value AS v FROM generate_series(1, 50)")
+    assert affected(cur, f"UPDATE {name} SET v = v * 7919 WHERE id % 3 = 0") == 16
+    bucket = BucketTransform(4).transform(LongType())
+    for file in catalog.load_table(name).inspect.files().to_pylist():
+        values = pq.read_table(file["file_path"].removeprefix("file://"))["v"].to_pylist()
+        assert {bucket(v) for v in values} == {file["partition"]["v_bucket"]}
+    assert sorted(r["v"] for r in pyiceberg_rows(catalog, name)) == sorted(
+        v * 7919 if v % 3 == 0 else v for v in range(1, 51))
+
+
+def test_a_failed_update_leaves_table_and_storage_as_they_were(cur, catalog, events, server):
+    table = catalog.load_table(events)
+    before = (history(catalog, events), rows(cur, events))
+    data_dir = Path(table.location().removeprefix("file://")) / "data"
+    stored = sorted(p for p in data_dir.rglob("*") if p.is_file())
+    with pytest.raises(adbc_driver_manager.Error, match="(?i)divide by zero"):
+        cur.execute(f"UPDATE {events} SET id = id / (id - 5) WHERE day = DATE '2024-01-02'")
+    assert (history(catalog, events), rows(cur, events)) == before
+    assert sorted(p for p in data_dir.rglob("*") if p.is_file()) == stored
+
+
+def test_unsupported_forms_are_refused(cur, events, schema):
+    cur.execute(f"CREATE TABLE {schema}.other (id BIGINT)")
+    with pytest.raises(adbc_driver_manager.NotSupportedError, match="not supported"):
+        cur.execute(f"UPDATE {events} SET name = 'x' FROM {schema}.other o WHERE o.id = {events}.id")
+    with pytest.raises(adbc_driver_manager.ProgrammingError, match="read-only"):
+        cur.execute(f'DELETE FROM {schema}."events$snapshots"')

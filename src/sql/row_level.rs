@@ -1,0 +1,216 @@
+//! `DELETE FROM t [WHERE p]` and `UPDATE t SET c = e, … [WHERE p]`, copy-on-write.
+//!
+//! 1. The data files that may hold rows matching `p` are found from the table's
+//!    metadata (partition values, column bounds), on the snapshot the statement reads.
+//! 2. A query job counts the matching rows: the statement's answer. If none match,
+//!    nothing is written or committed.
+//! 3. A distributed write rewrites those files whole: without the matching rows
+//!    (DELETE), or with `CASE WHEN p THEN e ELSE c END` for each assigned column
+//!    (UPDATE). Rows for which `p` is NULL are kept unchanged, as SQL says.
+//! 4. One `overwrite` snapshot removes the rewritten files and adds the new ones
+//!    (`table::overwrite`, `Removal::Files`). If a concurrent commit removed one of the
+//!    files meanwhile, nothing is committed and the statement answers `ABORTED`; files
+//!    appended concurrently are kept as they are (snapshot isolation).
+//!
+//! Both jobs read the statement's snapshot, and the write follows the write protocol
+//! of INSERT (`table::write_protocol`): a failed statement leaves the table and its
+//! files as they were.
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{Column, ScalarValue};
+use datafusion::datasource::provider_as_source;
+use datafusion::functions_aggregate::count::count_all;
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::simplify::SimplifyContext;
+use datafusion::logical_expr::{
+    DmlStatement, Expr, LogicalPlan, LogicalPlanBuilder, TableScan, WriteOp, lit, when,
+};
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
+use datafusion::prelude::SessionContext;
+use futures::TryStreamExt;
+
+use super::resolve::StatementCatalog;
+use super::{Engine, Query};
+use crate::catalog::DEFAULT_NAMESPACE;
+use crate::error::{FloeError, Result};
+use crate::table::overwrite::{Overwrite, Removal};
+use crate::table::provider::IcebergTableProvider;
+use crate::table::write_protocol::WriteCommit;
+
+/// A DELETE or UPDATE, taken apart from DataFusion's plan of it.
+struct RowLevel {
+    /// The rows the statement changes (`true` without a WHERE clause).
+    predicate: Expr,
+    /// The table, possibly under an alias, as the statement's expressions name it.
+    source: LogicalPlan,
+    /// For an UPDATE, each column's new value (aliased by the column's name); for a
+    /// DELETE, none.
+    assignments: Option<Vec<Expr>>,
+}
+
+impl RowLevel {
+    fn of(dml: &DmlStatement) -> Result<Self> {
+        let verb = dml.op.name();
+        let (assignments, below) = match (&dml.op, dml.input.as_ref()) {
+            (WriteOp::Delete, input) => (None, input),
+            (WriteOp::Update, LogicalPlan::Projection(projection)) => {
+                (Some(projection.expr.clone()), projection.input.as_ref())
+            }
+            _ => return Err(FloeError::internal(format!("{verb} planned unexpectedly"))),
+        };
+        let (predicate, source) = match below {
+            LogicalPlan::Filter(filter) => (filter.predicate.clone(), filter.input.as_ref()),
+            source => (lit(true), source),
+        };
+        if !is_table(source) {
+            return Err(FloeError::unimplemented(format!(
+                "{verb} with anything but one table and a WHERE clause (FROM, LIMIT, …) is \
+                 not supported"
+            )));
+        }
+        // Once, here: constants folded (a `DATE '…'` literal is a cast until then, which
+        // Iceberg cannot prune with), and `now()` the same for every step.
+        let context = SimplifyContext::default()
+            .with_schema(source.schema().clone())
+            .with_current_time();
+        let predicate = ExprSimplifier::new(context).simplify(predicate)?;
+        Ok(Self {
+            predicate,
+            source: source.clone(),
+            assignments,
+        })
+    }
+
+    /// The statement's table read through `provider` instead.
+    fn source_reading(&self, provider: IcebergTableProvider) -> Result<LogicalPlan> {
+        let source = provider_as_source(Arc::new(provider));
+        let replaced = self.source.clone().transform_up(|node| match node {
+            LogicalPlan::TableScan(scan) => {
+                let scan = TableScan::try_new(
+                    scan.table_name,
+                    source.clone(),
+                    scan.projection,
+                    scan.filters,
+                    scan.fetch,
+                )?;
+                Ok(Transformed::yes(LogicalPlan::TableScan(scan)))
+            }
+            node => Ok(Transformed::no(node)),
+        })?;
+        Ok(replaced.data)
+    }
+
+    /// `SELECT count(*) FROM t WHERE p`.
+    fn count_plan(&self) -> Result<LogicalPlan> {
+        Ok(LogicalPlanBuilder::from(self.source.clone())
+            .filter(self.predicate.clone())?
+            .aggregate(Vec::<Expr>::new(), vec![count_all()])?
+            .build()?)
+    }
+
+    /// What the rewrite of `files` (read by `source`) writes: every row the statement
+    /// does not delete, updated if it matches.
+    fn rewrite_plan(&self, source: LogicalPlan) -> Result<LogicalPlan> {
+        let kept = self.predicate.clone().is_not_true();
+        let Some(assignments) = &self.assignments else {
+            return Ok(LogicalPlanBuilder::from(source).filter(kept)?.build()?);
+        };
+        let schema = source.schema().clone();
+        let columns = assignments
+            .iter()
+            .enumerate()
+            .map(|(i, assigned)| {
+                let current = Expr::Column(Column::from(schema.qualified_field(i)));
+                let (value, name) = match assigned {
+                    Expr::Alias(alias) => (alias.expr.as_ref(), alias.name.clone()),
+                    other => (other, schema.field(i).name().clone()),
+                };
+                if matches!(value, Expr::Column(_)) {
+                    return Ok(value.clone().alias(name));
+                }
+                Ok(when(self.predicate.clone(), value.clone())
+                    .otherwise(current)?
+                    .alias(name))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(LogicalPlanBuilder::from(source).project(columns)?.build()?)
+    }
+}
+
+/// A table scan, possibly under an alias.
+fn is_table(plan: &LogicalPlan) -> bool {
+    match plan {
+        LogicalPlan::TableScan(_) => true,
+        LogicalPlan::SubqueryAlias(alias) => is_table(&alias.input),
+        _ => false,
+    }
+}
+
+impl Engine {
+    /// Runs a DELETE or UPDATE (see the module documentation); returns the rows it
+    /// deleted or updated.
+    pub(super) async fn run_row_level(
+        &self,
+        ctx: &Arc<SessionContext>,
+        dml: DmlStatement,
+        catalog: &Arc<StatementCatalog>,
+    ) -> Result<u64> {
+        self.catalog.check_commit_changes()?;
+        let statement = RowLevel::of(&dml)?;
+        let provider = catalog
+            .provider(&dml.table_name, DEFAULT_NAMESPACE)
+            .ok_or_else(|| {
+                FloeError::internal(format!("{} target was not resolved", dml.table_name))
+            })?;
+        let files = provider.files_matching(&statement.predicate).await?;
+        if files.is_empty() {
+            return Ok(0);
+        }
+        let count = self.count(ctx, catalog, statement.count_plan()?).await?;
+        if count == 0 {
+            return Ok(0);
+        }
+        let source = statement.source_reading(provider.restricted_to(files.clone())?)?;
+        let insert = DmlStatement::new(
+            dml.table_name.clone(),
+            dml.target.clone(),
+            WriteOp::Insert(InsertOp::Append),
+            Arc::new(statement.rewrite_plan(source)?),
+        );
+        let how = WriteCommit::Overwrite(Overwrite {
+            removal: Removal::Files(files),
+            metadata_updates: Vec::new(),
+        });
+        self.run_write(ctx, insert, catalog, &how, &|| Ok(()))
+            .await?;
+        Ok(count)
+    }
+
+    /// Runs a `count(*)` query as a job; returns its one value.
+    async fn count(
+        &self,
+        ctx: &Arc<SessionContext>,
+        catalog: &Arc<StatementCatalog>,
+        plan: LogicalPlan,
+    ) -> Result<u64> {
+        let query = Query {
+            ctx: ctx.clone(),
+            catalog: catalog.clone(),
+            plan,
+            local: false,
+        };
+        let batches: Vec<_> = self.run_query(Box::new(query)).await?.try_collect().await?;
+        let counted = batches
+            .iter()
+            .filter(|b| b.num_rows() > 0)
+            .map(|b| ScalarValue::try_from_array(b.column(0), 0))
+            .next()
+            .transpose()?;
+        match counted {
+            Some(ScalarValue::Int64(Some(n))) => Ok(n.max(0) as u64),
+            other => Err(FloeError::internal(format!("count(*) answered {other:?}"))),
+        }
+    }
+}
