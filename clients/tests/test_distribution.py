@@ -144,6 +144,24 @@ def test_a_delete_reads_and_rewrites_only_the_files_that_hold_its_rows(cluster):
     assert before - after == {target} and len(after - before) == 1
 
 
+def test_a_merge_runs_on_the_executors(cluster):
+    server, executors = cluster
+    events_table(server, "merge", tags=FILES)
+    reads_before = Counter(path for e in executors for path in files_read(e))
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE merge.changes AS SELECT id * 2 AS id, 'changed' AS tag "
+                    "FROM generate_series(3990, 4009) AS g(id)")
+        cur.execute("MERGE INTO merge.events t USING merge.changes c ON t.id = c.id "
+                    "WHEN MATCHED THEN UPDATE SET tag = c.tag "
+                    "WHEN NOT MATCHED THEN INSERT VALUES (c.id, c.tag)")
+        assert cur.fetchall() == [(20,)]  # ids 7980..8018: 10 in the table, 10 new
+        got = query(cur, "SELECT count(*) AS n, count(*) FILTER (WHERE tag = 'changed') AS changed "
+                         "FROM merge.events").to_pylist()
+    assert got == [{"n": 8010, "changed": 20}]
+    reads = Counter(path for e in executors for path in files_read(e)) - reads_before
+    assert all(files_read(e) for e in executors) and len(reads) >= FILES
+
+
 def test_results_stream_from_remote_executors(cluster):
     server, _ = cluster
     with server.connect() as conn, conn.cursor() as cur:

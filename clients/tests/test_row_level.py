@@ -1,4 +1,4 @@
-"""`DELETE` and `UPDATE` through ADBC, copy-on-write: the affected rows change, exactly
+"""`DELETE`, `UPDATE` and `MERGE` through ADBC, copy-on-write: the affected rows change,
 the files that may hold them are rewritten in one `overwrite` snapshot that pyiceberg
 reads the same way, and a statement that fails or matches nothing changes nothing."""
 
@@ -133,3 +133,76 @@ def test_unsupported_forms_are_refused(cur, events, schema):
         cur.execute(f"UPDATE {events} SET name = 'x' FROM {schema}.other o WHERE o.id = {events}.id")
     with pytest.raises(adbc_driver_manager.ProgrammingError, match="read-only"):
         cur.execute(f'DELETE FROM {schema}."events$snapshots"')
+
+
+@pytest.fixture()
+def upserts(cur, schema):
+    """Source rows: 1 updates, 2 deletes (its name NULL), 4 and 5 are new."""
+    name = f"{schema}.upserts"
+    cur.execute(f"CREATE TABLE {name} (id BIGINT, name STRING, op STRING)")
+    cur.execute(f"INSERT INTO {name} VALUES (1, 'A', 'u'), (2, NULL, 'd'), (40, 'x', 'i'), (50, 'y', 'i')")
+    return name
+
+
+def test_merge_updates_deletes_and_inserts_in_one_snapshot(cur, catalog, events, upserts):
+    count = affected(cur, f"""
+        MERGE INTO {events} AS t USING {upserts} AS s ON t.id = s.id
+        WHEN MATCHED AND s.op = 'd' THEN DELETE
+        WHEN MATCHED THEN UPDATE SET name = s.name || '!'
+        WHEN NOT MATCHED THEN INSERT (id, day, name) VALUES (s.id, DATE '2024-02-01', s.name)""")
+    assert count == 4
+    got = rows(cur, events)
+    assert [(r["id"], r["name"]) for r in got] == [
+        (1, "A!"), (3, "c"), (4, "d"), (5, "e"), (6, None), (10, "j"), (40, "x"), (50, "y")]
+    assert pyiceberg_rows(catalog, events) == got
+    assert history(catalog, events) == ["append", "append", "overwrite"]
+
+
+def test_a_merge_that_only_inserts_appends(cur, catalog, events, upserts):
+    before = files(catalog, events)
+    assert affected(cur, f"MERGE INTO {events} t USING {upserts} s ON t.id = s.id "
+                         f"WHEN NOT MATCHED AND s.op = 'i' THEN INSERT VALUES (s.id, s.name, DATE '2024-02-01')") == 2
+    assert history(catalog, events)[-1] == "append"
+    assert before < files(catalog, events)
+    assert [r["id"] for r in pyiceberg_rows(catalog, events)] == [1, 2, 3, 4, 5, 6, 10, 40, 50]
+
+
+def test_merge_acts_on_target_rows_the_source_does_not_match(cur, catalog, events, upserts):
+    assert affected(cur, f"MERGE INTO {events} t USING {upserts} s ON t.id = s.id "
+                         f"WHEN NOT MATCHED BY SOURCE AND t.day = DATE '2024-01-01' THEN DELETE") == 2
+    assert [r["id"] for r in pyiceberg_rows(catalog, events)] == [1, 2, 4, 5, 6]
+
+
+def test_a_merge_that_changes_nothing_commits_nothing(cur, catalog, events, upserts):
+    before = history(catalog, events)
+    assert affected(cur, f"MERGE INTO {events} t USING {upserts} s ON t.id = s.id "
+                         f"WHEN MATCHED AND s.op = 'nothing' THEN DELETE") == 0
+    assert history(catalog, events) == before
+
+
+def test_a_target_row_matched_twice_is_refused(cur, catalog, events):
+    before = (history(catalog, events), rows(cur, events))
+    with pytest.raises(adbc_driver_manager.ProgrammingError, match="more than one source row"):
+        cur.execute(f"MERGE INTO {events} t USING (SELECT 1 AS id UNION ALL SELECT 1) s ON t.id = s.id "
+                    f"WHEN MATCHED THEN UPDATE SET name = 'twice'")
+    assert (history(catalog, events), rows(cur, events)) == before
+
+
+def test_a_failed_merge_leaves_table_and_storage_as_they_were(cur, catalog, events, upserts):
+    table = catalog.load_table(events)
+    before = (history(catalog, events), rows(cur, events))
+    data_dir = Path(table.location().removeprefix("file://")) / "data"
+    stored = sorted(p for p in data_dir.rglob("*") if p.is_file())
+    with pytest.raises(adbc_driver_manager.Error, match="(?i)divide by zero"):
+        cur.execute(f"MERGE INTO {events} t USING {upserts} s ON t.id = s.id "
+                    f"WHEN MATCHED THEN UPDATE SET id = t.id / (t.id - 1)")
+    assert (history(catalog, events), rows(cur, events)) == before
+    assert sorted(p for p in data_dir.rglob("*") if p.is_file()) == stored
+
+
+def test_merge_names_what_it_cannot_do(cur, events, upserts):
+    with pytest.raises(adbc_driver_manager.ProgrammingError, match="no column 'nope'"):
+        cur.execute(f"MERGE INTO {events} t USING {upserts} s ON t.id = s.id "
+                    f"WHEN MATCHED THEN UPDATE SET nope = 1")
+    with pytest.raises(adbc_driver_manager.ProgrammingError, match="not allowed in a NOT MATCHED"):
+        cur.execute(f"MERGE INTO {events} t USING {upserts} s ON t.id = s.id WHEN NOT MATCHED THEN DELETE")

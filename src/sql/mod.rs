@@ -7,6 +7,7 @@ pub mod ddl;
 pub mod dialect;
 pub mod ingest;
 pub mod like;
+pub mod merge;
 pub mod metadata;
 pub mod params;
 pub mod parse;
@@ -30,7 +31,7 @@ use datafusion::logical_expr::{DmlStatement, LogicalPlan, Values, WriteOp};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{CreateTable, ObjectType, Statement};
+use datafusion::sql::sqlparser::ast::{CreateTable, Merge, ObjectType, Statement};
 use futures::TryStreamExt;
 use iceberg::Catalog;
 use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
@@ -183,7 +184,7 @@ impl Engine {
     /// schema), and names the types of its parameters (`$1`, `?`).
     pub async fn prepare(&self, caller: &Caller, sql: &str) -> Result<Prepared> {
         let statement = parse(sql)?;
-        if as_ddl(&statement).is_some() {
+        if as_ddl(&statement).is_some() || as_merge(&statement).is_some() {
             return Ok(Prepared {
                 kind: StatementKind::Update,
                 parameters: Arc::new(Schema::empty()),
@@ -250,6 +251,18 @@ impl Engine {
         statement: DfStatement,
         params: &[ScalarValue],
     ) -> Result<Outcome> {
+        if let Some(merge) = as_merge(&statement) {
+            // A write runs to its end even if the client goes away (see below).
+            let (engine, caller, merge, params) =
+                (self.clone(), caller.clone(), merge.clone(), params.to_vec());
+            let count = tokio::spawn(async move { engine.merge(&caller, &merge, &params).await })
+                .await
+                .map_err(|e| FloeError::internal(format!("MERGE task failed: {e}")))??;
+            return Ok(Outcome::Done {
+                rows: count_batch(count)?,
+                affected: count as i64,
+            });
+        }
         if let Some(create) = as_create_table_as(&statement) {
             let count = self.create_table_as(caller, create, params).await?;
             return Ok(Outcome::Done {
@@ -402,9 +415,7 @@ impl Engine {
         mut statement: DfStatement,
         params: &[ScalarValue],
     ) -> Result<(Arc<StatementCatalog>, Planned, SchemaRef)> {
-        types::microsecond_timestamps(&mut statement);
-        time_travel::rewrite(&mut statement)?;
-        params::number_placeholders(&mut statement);
+        rewrite_before_resolving(&mut statement)?;
         let ctx = self.cluster.statement_context(&caller.schema).await?;
         let Resolution {
             catalog,
@@ -419,22 +430,7 @@ impl Engine {
         )
         .await?;
         ctx.register_catalog(&self.catalog_name, catalog.clone());
-        uuids::rewrite_statement(&mut statement, &catalog, &caller.schema)?;
-        let plan = ctx.state().statement_to_plan(statement).await?;
-        let parameters = params::parameter_schema(&plan)?;
-        let plan = match plan {
-            LogicalPlan::Dml(mut dml) if is_insert(&dml) => {
-                dml.input = Arc::new(nullable_values(Arc::unwrap_or_clone(dml.input))?);
-                LogicalPlan::Dml(dml)
-            }
-            plan => plan,
-        };
-        params::check_not_null(&plan, params)?;
-        let plan = match params {
-            [] => plan,
-            values => plan.with_param_values(ParamValues::from(values.to_vec()))?,
-        };
-        let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
+        let (plan, parameters) = plan_resolved(&ctx, &catalog, caller, statement, params).await?;
         let planned = match plan {
             LogicalPlan::Dml(mut dml) if is_write(&dml) => {
                 // Fully qualified: the write finds its table whatever the caller's schema.
@@ -579,6 +575,44 @@ impl Engine {
     }
 }
 
+/// The rewrites of a statement's text that come before its tables are resolved.
+fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
+    types::microsecond_timestamps(statement);
+    time_travel::rewrite(statement)?;
+    params::number_placeholders(statement);
+    Ok(())
+}
+
+/// Plans a statement whose tables `catalog` resolved (and `ctx` knows), with `params`
+/// bound; also returns the types of its parameters.
+async fn plan_resolved(
+    ctx: &SessionContext,
+    catalog: &StatementCatalog,
+    caller: &Caller,
+    mut statement: DfStatement,
+    params: &[ScalarValue],
+) -> Result<(LogicalPlan, SchemaRef)> {
+    uuids::rewrite_statement(&mut statement, catalog, &caller.schema)?;
+    let plan = ctx.state().statement_to_plan(statement).await?;
+    let parameters = params::parameter_schema(&plan)?;
+    let plan = match plan {
+        LogicalPlan::Dml(mut dml) if is_insert(&dml) => {
+            dml.input = Arc::new(nullable_values(Arc::unwrap_or_clone(dml.input))?);
+            LogicalPlan::Dml(dml)
+        }
+        plan => plan,
+    };
+    params::check_not_null(&plan, params)?;
+    let plan = match params {
+        [] => plan,
+        values => plan.with_param_values(ParamValues::from(values.to_vec()))?,
+    };
+    Ok((
+        uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?,
+        parameters,
+    ))
+}
+
 enum Planned {
     Query(Box<Query>),
     /// An INSERT, DELETE or UPDATE.
@@ -660,6 +694,16 @@ fn is_write(dml: &DmlStatement) -> bool {
 /// A double-quoted identifier, as written for the name it is.
 fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn as_merge(statement: &DfStatement) -> Option<&Merge> {
+    match statement {
+        DfStatement::Statement(statement) => match statement.as_ref() {
+            Statement::Merge(merge) => Some(merge),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 fn as_create_table_as(statement: &DfStatement) -> Option<&CreateTable> {

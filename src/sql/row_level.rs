@@ -168,7 +168,9 @@ impl Engine {
         if files.is_empty() {
             return Ok(0);
         }
-        let count = self.count(ctx, catalog, statement.count_plan()?).await?;
+        let [count] = self.counts(ctx, catalog, statement.count_plan()?).await?[..] else {
+            return Err(FloeError::internal("count(*) answered several columns"));
+        };
         if count == 0 {
             return Ok(0);
         }
@@ -188,13 +190,13 @@ impl Engine {
         Ok(count)
     }
 
-    /// Runs a `count(*)` query as a job; returns its one value.
-    async fn count(
+    /// Runs a query of one row of counts as a job; returns them, NULL as 0.
+    pub(super) async fn counts(
         &self,
         ctx: &Arc<SessionContext>,
         catalog: &Arc<StatementCatalog>,
         plan: LogicalPlan,
-    ) -> Result<u64> {
+    ) -> Result<Vec<u64>> {
         let query = Query {
             ctx: ctx.clone(),
             catalog: catalog.clone(),
@@ -202,15 +204,15 @@ impl Engine {
             local: false,
         };
         let batches: Vec<_> = self.run_query(Box::new(query)).await?.try_collect().await?;
-        let counted = batches
+        let Some(row) = batches.iter().find(|b| b.num_rows() > 0) else {
+            return Err(FloeError::internal("a count answered no row"));
+        };
+        row.columns()
             .iter()
-            .filter(|b| b.num_rows() > 0)
-            .map(|b| ScalarValue::try_from_array(b.column(0), 0))
-            .next()
-            .transpose()?;
-        match counted {
-            Some(ScalarValue::Int64(Some(n))) => Ok(n.max(0) as u64),
-            other => Err(FloeError::internal(format!("count(*) answered {other:?}"))),
-        }
+            .map(|column| match ScalarValue::try_from_array(column, 0)? {
+                ScalarValue::Int64(n) => Ok(n.unwrap_or(0).max(0) as u64),
+                other => Err(FloeError::internal(format!("a count answered {other:?}"))),
+            })
+            .collect()
     }
 }

@@ -1,0 +1,497 @@
+//! `MERGE INTO t [AS a] USING s [AS b] ON c WHEN … THEN …`, as SQL Floe plans itself.
+//!
+//! Clauses: `WHEN MATCHED [AND p] THEN UPDATE SET … | DELETE`, `WHEN NOT MATCHED [BY
+//! TARGET] [AND p] THEN INSERT [(cols)] VALUES (…)`, `WHEN NOT MATCHED BY SOURCE [AND p]
+//! THEN UPDATE SET … | DELETE`. For each row the first clause whose condition holds
+//! acts, as the SQL standard says.
+//!
+//! The statement becomes one `INSERT INTO t` of
+//! - the target's rows joined to the source (`t LEFT JOIN s ON c`): each row kept,
+//!   updated (`CASE` over the clauses, per column) or, if a DELETE clause acts, left
+//!   out; and
+//! - `UNION ALL` the source rows no target row matches, as the INSERT clauses make
+//!   them,
+//!
+//! committed as a copy-on-write overwrite of every data file of the target's snapshot
+//! (`Removal::Files`: a file removed by a concurrent commit makes the statement
+//! `ABORTED`). A MERGE with only INSERT clauses appends the inserted rows and rewrites
+//! nothing. Jobs count what the statement changes before it writes: the statement's
+//! answer, and the check that no target row matches more than one source row (which
+//! would otherwise be written twice); a MERGE that changes nothing commits nothing.
+
+use std::sync::Arc;
+
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::lit;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::sqlparser::ast::{
+    AssignmentTarget, Ident, Merge, MergeAction, MergeClause, MergeClauseKind, MergeInsertKind,
+    ObjectName, TableFactor,
+};
+
+use super::parse::parse;
+use super::resolve::StatementCatalog;
+use super::{Caller, Engine, Planned, plan_resolved, quoted, rewrite_before_resolving};
+use crate::catalog::DEFAULT_NAMESPACE;
+use crate::error::{FloeError, Result};
+use crate::table::overwrite::{Overwrite, Removal};
+use crate::table::write_protocol::WriteCommit;
+
+/// Marks the target's rows in the join (NULL where a source row matched none).
+const TARGET_ROW: &str = "__floe_target_row";
+/// Marks the source's rows in the join (NULL where a target row matched none).
+const SOURCE_ROW: &str = "__floe_source_row";
+
+/// A MERGE turned into SQL over the target `t` and source `s`.
+struct MergeSql {
+    /// `INSERT INTO t …`: what the statement writes.
+    write: String,
+    /// Whether the write rewrites the target's files (else it only appends).
+    rewrites: bool,
+    /// `SELECT count(*) AS joined, sum(…) AS changed FROM t LEFT JOIN s ON c`.
+    target_counts: String,
+    /// `SELECT count(*) FROM t`.
+    target_rows: String,
+    /// `SELECT count(*) …` of the rows the INSERT clauses add, if there are any.
+    inserted: Option<String>,
+    /// Whether a MATCHED clause may act (so a target row must match at most once).
+    has_matched: bool,
+}
+
+/// The target's and source's names in the statement.
+struct Sides {
+    target: String,
+    target_alias: String,
+    source: String,
+    source_alias: String,
+}
+
+impl Sides {
+    fn of(merge: &Merge) -> Result<Self> {
+        let TableFactor::Table {
+            name,
+            alias,
+            args: None,
+            with_hints,
+            version: None,
+            partitions,
+            ..
+        } = &merge.table
+        else {
+            return Err(FloeError::unimplemented(
+                "MERGE: the target must be a table, optionally with an alias",
+            ));
+        };
+        if !with_hints.is_empty() || !partitions.is_empty() {
+            return Err(FloeError::unimplemented(
+                "MERGE: hints and partitions on the target are not supported",
+            ));
+        }
+        let target_alias = match alias {
+            Some(alias) if alias.columns.is_empty() => alias.name.to_string(),
+            Some(_) => {
+                return Err(FloeError::unimplemented(
+                    "MERGE: column aliases on the target are not supported",
+                ));
+            }
+            None => last_part(name)?,
+        };
+        let source_alias = match &merge.source {
+            TableFactor::Table { alias: Some(a), .. }
+            | TableFactor::Derived { alias: Some(a), .. } => a.name.to_string(),
+            TableFactor::Table { name, .. } => last_part(name)?,
+            _ => {
+                return Err(FloeError::invalid(
+                    "MERGE: the source must be a table or a subquery with an alias",
+                ));
+            }
+        };
+        Ok(Self {
+            target: name.to_string(),
+            target_alias,
+            source: merge.source.to_string(),
+            source_alias,
+        })
+    }
+
+    /// The target, its rows marked, under its alias.
+    fn target_rows(&self) -> String {
+        format!(
+            "(SELECT *, TRUE AS {TARGET_ROW} FROM {}) AS {}",
+            self.target, self.target_alias
+        )
+    }
+
+    /// The source, its rows marked, under its alias.
+    fn source_rows(&self) -> String {
+        format!(
+            "(SELECT *, TRUE AS {SOURCE_ROW} FROM {}) AS {}",
+            self.source, self.source_alias
+        )
+    }
+
+    fn target_column(&self, column: &str) -> String {
+        format!("{}.{}", self.target_alias, quoted(column))
+    }
+}
+
+fn last_part(name: &ObjectName) -> Result<String> {
+    name.0
+        .last()
+        .and_then(|part| part.as_ident())
+        .map(|ident| ident.to_string())
+        .ok_or_else(|| FloeError::invalid(format!("MERGE: cannot name '{name}'")))
+}
+
+/// A clause acting on target rows (MATCHED, NOT MATCHED BY SOURCE).
+struct TargetClause {
+    /// When it acts on a joined row.
+    when: String,
+    /// New values by column (UPDATE); `None` for DELETE.
+    set: Option<Vec<(String, String)>>,
+}
+
+/// A clause inserting source rows (NOT MATCHED [BY TARGET]).
+struct InsertClause {
+    when: String,
+    /// Each table column's value, in table order.
+    values: Vec<String>,
+}
+
+impl MergeSql {
+    fn build(merge: &Merge, columns: &[String]) -> Result<Self> {
+        if merge.output.is_some() {
+            return Err(FloeError::unimplemented("MERGE … OUTPUT is not supported"));
+        }
+        let sides = Sides::of(merge)?;
+        let mut target_clauses = Vec::new();
+        let mut insert_clauses = Vec::new();
+        for clause in &merge.clauses {
+            let condition = match &clause.predicate {
+                Some(p) => format!("({p}) IS TRUE"),
+                None => "TRUE".to_string(),
+            };
+            match clause.clause_kind {
+                MergeClauseKind::Matched | MergeClauseKind::NotMatchedBySource => {
+                    let side = match clause.clause_kind {
+                        MergeClauseKind::Matched => "IS NOT NULL",
+                        _ => "IS NULL",
+                    };
+                    let when = format!(
+                        "({}.{SOURCE_ROW} {side} AND {condition})",
+                        sides.source_alias
+                    );
+                    target_clauses.push(TargetClause {
+                        when,
+                        set: target_action(clause, columns)?,
+                    });
+                }
+                MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget => {
+                    insert_clauses.push(InsertClause {
+                        when: condition,
+                        values: insert_values(clause, columns)?,
+                    });
+                }
+            }
+        }
+        let has_matched = merge
+            .clauses
+            .iter()
+            .any(|c| c.clause_kind == MergeClauseKind::Matched);
+        let on = &merge.on;
+        let target_join = format!(
+            "{} LEFT JOIN {} ON {on}",
+            sides.target_rows(),
+            sides.source_rows()
+        );
+        let source_join = format!(
+            "{} LEFT JOIN {} ON {on} WHERE {}.{TARGET_ROW} IS NULL AND ({})",
+            sides.source_rows(),
+            sides.target_rows(),
+            sides.target_alias,
+            any(insert_clauses.iter().map(|c| c.when.as_str())),
+        );
+        let inserts = (!insert_clauses.is_empty()).then(|| {
+            let values = columns.iter().enumerate().map(|(i, column)| {
+                let arms = insert_clauses
+                    .iter()
+                    .map(|c| format!("WHEN {} THEN {}", c.when, c.values[i]));
+                format!("CASE {} END AS {}", join(arms, " "), quoted(column))
+            });
+            format!("SELECT {} FROM {source_join}", join(values, ", "))
+        });
+        let rewrites = !target_clauses.is_empty();
+        let write = if rewrites {
+            let kept = columns.iter().map(|column| {
+                let current = sides.target_column(column);
+                let arms = target_clauses.iter().map(|c| {
+                    let value = c
+                        .set
+                        .as_ref()
+                        .and_then(|set| set.iter().find(|(name, _)| name == column))
+                        .map_or(current.clone(), |(_, value)| value.clone());
+                    format!("WHEN {} THEN {value}", c.when)
+                });
+                format!(
+                    "CASE {} ELSE {current} END AS {}",
+                    join(arms, " "),
+                    quoted(column)
+                )
+            });
+            let deleted = target_clauses
+                .iter()
+                .map(|c| format!("WHEN {} THEN {}", c.when, c.set.is_none()));
+            let rows = format!(
+                "SELECT {} FROM {target_join} WHERE NOT (CASE {} ELSE FALSE END)",
+                join(kept, ", "),
+                join(deleted, " ")
+            );
+            match &inserts {
+                Some(inserts) => format!("{rows} UNION ALL {inserts}"),
+                None => rows,
+            }
+        } else {
+            inserts
+                .clone()
+                .ok_or_else(|| FloeError::invalid("MERGE needs at least one WHEN clause"))?
+        };
+        Ok(Self {
+            write: format!("INSERT INTO {} {write}", sides.target),
+            rewrites,
+            target_counts: format!(
+                "SELECT count(*) AS joined, sum(CASE WHEN {} THEN 1 ELSE 0 END) AS changed \
+                 FROM {target_join}",
+                any(target_clauses.iter().map(|c| c.when.as_str()))
+            ),
+            target_rows: format!("SELECT count(*) FROM {}", sides.target),
+            inserted: inserts.map(|_| format!("SELECT count(*) FROM {source_join}")),
+            has_matched,
+        })
+    }
+}
+
+/// `a OR b OR …`; `FALSE` for none.
+fn any<'a>(conditions: impl Iterator<Item = &'a str>) -> String {
+    let joined = join(conditions, " OR ");
+    if joined.is_empty() {
+        "FALSE".to_string()
+    } else {
+        joined
+    }
+}
+
+fn join(items: impl Iterator<Item = impl AsRef<str>>, separator: &str) -> String {
+    items
+        .map(|item| item.as_ref().to_string())
+        .collect::<Vec<_>>()
+        .join(separator)
+}
+
+/// The column an identifier names, as DataFusion normalises it.
+fn column_name(ident: &Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_lowercase(),
+    }
+}
+
+fn known_column(name: String, columns: &[String]) -> Result<String> {
+    match columns.contains(&name) {
+        true => Ok(name),
+        false => Err(FloeError::invalid(format!(
+            "MERGE: the target has no column '{name}'"
+        ))),
+    }
+}
+
+/// An UPDATE clause's new values by column; `None` for DELETE.
+fn target_action(
+    clause: &MergeClause,
+    columns: &[String],
+) -> Result<Option<Vec<(String, String)>>> {
+    match &clause.action {
+        MergeAction::Delete { .. } => Ok(None),
+        MergeAction::Update(update) => {
+            if update.update_predicate.is_some() || update.delete_predicate.is_some() {
+                return Err(FloeError::unimplemented(
+                    "MERGE: UPDATE … WHERE / DELETE WHERE is not supported; use WHEN … AND",
+                ));
+            }
+            let set = update
+                .assignments
+                .iter()
+                .map(|assignment| {
+                    let AssignmentTarget::ColumnName(name) = &assignment.target else {
+                        return Err(FloeError::unimplemented(
+                            "MERGE: tuple assignments are not supported",
+                        ));
+                    };
+                    let ident =
+                        name.0.last().and_then(|p| p.as_ident()).ok_or_else(|| {
+                            FloeError::invalid(format!("MERGE: cannot set '{name}'"))
+                        })?;
+                    let column = known_column(column_name(ident), columns)?;
+                    Ok((column, format!("({})", assignment.value)))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Some(set))
+        }
+        MergeAction::Insert(_) => Err(FloeError::invalid(
+            "MERGE: INSERT belongs in a WHEN NOT MATCHED clause",
+        )),
+    }
+}
+
+/// An INSERT clause's value for each table column (NULL for columns it leaves out).
+fn insert_values(clause: &MergeClause, columns: &[String]) -> Result<Vec<String>> {
+    let MergeAction::Insert(insert) = &clause.action else {
+        return Err(FloeError::invalid(
+            "MERGE: WHEN NOT MATCHED clauses can only INSERT",
+        ));
+    };
+    if insert.insert_predicate.is_some() {
+        return Err(FloeError::unimplemented(
+            "MERGE: INSERT … WHERE is not supported; use WHEN NOT MATCHED AND …",
+        ));
+    }
+    let MergeInsertKind::Values(values) = &insert.kind else {
+        return Err(FloeError::unimplemented(
+            "MERGE: INSERT ROW is not supported; list the values",
+        ));
+    };
+    let [row] = values.rows.as_slice() else {
+        return Err(FloeError::invalid(
+            "MERGE: INSERT takes exactly one row of VALUES",
+        ));
+    };
+    let named: Vec<String> = match insert.columns.is_empty() {
+        true => columns.to_vec(),
+        false => insert
+            .columns
+            .iter()
+            .map(|name| {
+                let ident =
+                    name.0.last().and_then(|p| p.as_ident()).ok_or_else(|| {
+                        FloeError::invalid(format!("MERGE: cannot insert '{name}'"))
+                    })?;
+                known_column(column_name(ident), columns)
+            })
+            .collect::<Result<_>>()?,
+    };
+    if named.len() != row.len() {
+        return Err(FloeError::invalid(format!(
+            "MERGE: INSERT names {} columns and gives {} values",
+            named.len(),
+            row.len()
+        )));
+    }
+    Ok(columns
+        .iter()
+        .map(|column| {
+            named
+                .iter()
+                .position(|n| n == column)
+                .map_or("NULL".to_string(), |i| format!("({})", row[i]))
+        })
+        .collect())
+}
+
+impl Engine {
+    /// Runs a MERGE (see the module documentation); returns the rows it updated,
+    /// deleted and inserted.
+    pub(super) async fn merge(
+        &self,
+        caller: &Caller,
+        merge: &Merge,
+        params: &[ScalarValue],
+    ) -> Result<u64> {
+        self.catalog.check_commit_changes()?;
+        let TableFactor::Table { name, .. } = &merge.table else {
+            return Err(FloeError::unimplemented(
+                "MERGE: the target must be a table",
+            ));
+        };
+        let ident = self.names(caller).table(name)?;
+        let table = self.catalog.load_table(&ident).await?;
+        let columns: Vec<String> = table
+            .metadata()
+            .current_schema()
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| f.name.clone())
+            .collect();
+        let sql = MergeSql::build(merge, &columns)?;
+        let (catalog, planned, _) = self.plan(caller, parse(&sql.write)?, params).await?;
+        let Planned::Write(ctx, dml) = planned else {
+            return Err(FloeError::internal("MERGE planned as a query"));
+        };
+        let mut changed = 0;
+        if sql.rewrites {
+            let [joined, changed_rows] = self
+                .count_sql(&ctx, &catalog, caller, &sql.target_counts, params)
+                .await?[..]
+            else {
+                return Err(FloeError::internal(
+                    "MERGE: the target counts have two columns",
+                ));
+            };
+            let [target_rows] = self
+                .count_sql(&ctx, &catalog, caller, &sql.target_rows, params)
+                .await?[..]
+            else {
+                return Err(FloeError::internal(
+                    "MERGE: the target count has one column",
+                ));
+            };
+            if sql.has_matched && joined != target_rows {
+                return Err(FloeError::invalid(
+                    "MERGE: a target row matches more than one source row; make the ON \
+                     condition match each target row at most once",
+                ));
+            }
+            changed += changed_rows;
+        }
+        if let Some(inserted) = &sql.inserted {
+            changed += self
+                .count_sql(&ctx, &catalog, caller, inserted, params)
+                .await?
+                .first()
+                .copied()
+                .unwrap_or(0);
+        }
+        if changed == 0 {
+            return Ok(0);
+        }
+        let how = if sql.rewrites {
+            let provider = catalog
+                .provider(&dml.table_name, DEFAULT_NAMESPACE)
+                .ok_or_else(|| FloeError::internal("MERGE target was not resolved"))?;
+            WriteCommit::Overwrite(Overwrite {
+                removal: Removal::Files(provider.files_matching(&lit(true)).await?),
+                metadata_updates: Vec::new(),
+            })
+        } else {
+            WriteCommit::Append
+        };
+        self.run_write(&ctx, dml, &catalog, &how, &|| Ok(()))
+            .await?;
+        Ok(changed)
+    }
+
+    /// Runs `SELECT count(*) …` (one row of counts) on the statement's context and
+    /// tables; returns the counts, NULL as 0.
+    async fn count_sql(
+        &self,
+        ctx: &Arc<SessionContext>,
+        catalog: &Arc<StatementCatalog>,
+        caller: &Caller,
+        text: &str,
+        params: &[ScalarValue],
+    ) -> Result<Vec<u64>> {
+        let mut statement = parse(text)?;
+        rewrite_before_resolving(&mut statement)?;
+        let (plan, _) = plan_resolved(ctx, catalog, caller, statement, params).await?;
+        self.counts(ctx, catalog, plan).await
+    }
+}
