@@ -137,10 +137,7 @@ impl Fixture {
 }
 
 fn overwrite(removal: Removal) -> WriteCommit {
-    WriteCommit::Overwrite(Overwrite {
-        removal,
-        metadata_updates: Vec::new(),
-    })
+    WriteCommit::Overwrite(Overwrite::of(removal))
 }
 
 fn names(names: &[&str]) -> BTreeSet<String> {

@@ -162,6 +162,21 @@ def test_a_merge_runs_on_the_executors(cluster):
     assert all(files_read(e) for e in executors) and len(reads) >= FILES
 
 
+def test_compaction_runs_on_the_executors(cluster):
+    server, executors = cluster
+    table = events_table(server, "compact", tags=FILES)
+    files = set(table.inspect.files()["file_path"].to_pylist())
+    reads_before = Counter(path for e in executors for path in files_read(e))
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("CALL floe.system.rewrite_data_files('compact.events')")
+        assert cur.fetchall() == [(FILES, 1, sum(table.inspect.files()["file_size_in_bytes"].to_pylist()))]
+        got = query(cur, "SELECT count(*) AS n, sum(id) AS s FROM compact.events").to_pylist()
+    total = FILES * ROWS_PER_FILE
+    assert got == [{"n": total, "s": total * (total - 1) // 2}]
+    reads = Counter(path for e in executors for path in files_read(e)) - reads_before
+    assert files <= set(reads)
+
+
 def test_results_stream_from_remote_executors(cluster):
     server, _ = cluster
     with server.connect() as conn, conn.cursor() as cur:

@@ -467,10 +467,8 @@ impl Engine {
             let provider = catalog
                 .provider(&dml.table_name, DEFAULT_NAMESPACE)
                 .ok_or_else(|| FloeError::internal("MERGE target was not resolved"))?;
-            WriteCommit::Overwrite(Overwrite {
-                removal: Removal::Files(provider.files_matching(&lit(true)).await?),
-                metadata_updates: Vec::new(),
-            })
+            let files = provider.files_matching(&lit(true)).await?;
+            WriteCommit::Overwrite(Overwrite::of(Removal::Files(files)))
         } else {
             WriteCommit::Append
         };

@@ -11,6 +11,7 @@ pub mod merge;
 pub mod metadata;
 pub mod params;
 pub mod parse;
+pub mod procedures;
 pub mod resolve;
 pub mod row_level;
 pub mod time_travel;
@@ -31,7 +32,7 @@ use datafusion::logical_expr::{DmlStatement, LogicalPlan, Values, WriteOp};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{CreateTable, Merge, ObjectType, Statement};
+use datafusion::sql::sqlparser::ast::{CreateTable, Function, Merge, ObjectType, Statement};
 use futures::TryStreamExt;
 use iceberg::Catalog;
 use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
@@ -184,7 +185,10 @@ impl Engine {
     /// schema), and names the types of its parameters (`$1`, `?`).
     pub async fn prepare(&self, caller: &Caller, sql: &str) -> Result<Prepared> {
         let statement = parse(sql)?;
-        if as_ddl(&statement).is_some() || as_merge(&statement).is_some() {
+        if as_ddl(&statement).is_some()
+            || as_merge(&statement).is_some()
+            || as_call(&statement).is_some()
+        {
             return Ok(Prepared {
                 kind: StatementKind::Update,
                 parameters: Arc::new(Schema::empty()),
@@ -251,6 +255,17 @@ impl Engine {
         statement: DfStatement,
         params: &[ScalarValue],
     ) -> Result<Outcome> {
+        if let Some(call) = as_call(&statement) {
+            if !params.is_empty() {
+                return Err(FloeError::invalid("CALL takes no parameters"));
+            }
+            // Maintenance writes too: it runs to its end even if the client goes away.
+            let (engine, caller, call) = (self.clone(), caller.clone(), call.clone());
+            let rows = tokio::spawn(async move { engine.call(&caller, &call).await })
+                .await
+                .map_err(|e| FloeError::internal(format!("CALL task failed: {e}")))??;
+            return Ok(Outcome::Done { rows, affected: 0 });
+        }
         if let Some(merge) = as_merge(&statement) {
             // A write runs to its end even if the client goes away (see below).
             let (engine, caller, merge, params) =
@@ -501,10 +516,7 @@ impl Engine {
             };
             // The files are written as for any INSERT; the commit replaces.
             dml.op = WriteOp::Insert(InsertOp::Append);
-            WriteCommit::Overwrite(Overwrite {
-                removal,
-                metadata_updates: Vec::new(),
-            })
+            WriteCommit::Overwrite(Overwrite::of(removal))
         } else {
             WriteCommit::Append
         };
@@ -694,6 +706,16 @@ fn is_write(dml: &DmlStatement) -> bool {
 /// A double-quoted identifier, as written for the name it is.
 fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn as_call(statement: &DfStatement) -> Option<&Function> {
+    match statement {
+        DfStatement::Statement(statement) => match statement.as_ref() {
+            Statement::Call(call) => Some(call),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 fn as_merge(statement: &DfStatement) -> Option<&Merge> {

@@ -83,25 +83,6 @@ impl RowLevel {
         })
     }
 
-    /// The statement's table read through `provider` instead.
-    fn source_reading(&self, provider: IcebergTableProvider) -> Result<LogicalPlan> {
-        let source = provider_as_source(Arc::new(provider));
-        let replaced = self.source.clone().transform_up(|node| match node {
-            LogicalPlan::TableScan(scan) => {
-                let scan = TableScan::try_new(
-                    scan.table_name,
-                    source.clone(),
-                    scan.projection,
-                    scan.filters,
-                    scan.fetch,
-                )?;
-                Ok(Transformed::yes(LogicalPlan::TableScan(scan)))
-            }
-            node => Ok(Transformed::no(node)),
-        })?;
-        Ok(replaced.data)
-    }
-
     /// `SELECT count(*) FROM t WHERE p`.
     fn count_plan(&self) -> Result<LogicalPlan> {
         Ok(LogicalPlanBuilder::from(self.source.clone())
@@ -139,6 +120,26 @@ impl RowLevel {
     }
 }
 
+/// `plan` with its table scans reading through `provider` instead (the statement's
+/// table restricted to some files).
+pub(super) fn reading(plan: LogicalPlan, provider: IcebergTableProvider) -> Result<LogicalPlan> {
+    let source = provider_as_source(Arc::new(provider));
+    let replaced = plan.transform_up(|node| match node {
+        LogicalPlan::TableScan(scan) => {
+            let scan = TableScan::try_new(
+                scan.table_name,
+                source.clone(),
+                scan.projection,
+                scan.filters,
+                scan.fetch,
+            )?;
+            Ok(Transformed::yes(LogicalPlan::TableScan(scan)))
+        }
+        node => Ok(Transformed::no(node)),
+    })?;
+    Ok(replaced.data)
+}
+
 /// A table scan, possibly under an alias.
 fn is_table(plan: &LogicalPlan) -> bool {
     match plan {
@@ -174,17 +175,17 @@ impl Engine {
         if count == 0 {
             return Ok(0);
         }
-        let source = statement.source_reading(provider.restricted_to(files.clone())?)?;
+        let source = reading(
+            statement.source.clone(),
+            provider.restricted_to(files.clone())?,
+        )?;
         let insert = DmlStatement::new(
             dml.table_name.clone(),
             dml.target.clone(),
             WriteOp::Insert(InsertOp::Append),
             Arc::new(statement.rewrite_plan(source)?),
         );
-        let how = WriteCommit::Overwrite(Overwrite {
-            removal: Removal::Files(files),
-            metadata_updates: Vec::new(),
-        });
+        let how = WriteCommit::Overwrite(Overwrite::of(Removal::Files(files)));
         self.run_write(ctx, insert, catalog, &how, &|| Ok(()))
             .await?;
         Ok(count)

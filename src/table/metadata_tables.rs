@@ -181,7 +181,7 @@ fn history(table: &Table) -> Result<RecordBatch> {
 }
 
 /// The table's named references (iceberg keeps them private; its JSON form has them).
-fn named_refs(table: &Table) -> Result<BTreeMap<String, SnapshotReference>> {
+pub fn named_refs(table: &Table) -> Result<BTreeMap<String, SnapshotReference>> {
     let json = serde_json::to_value(table.metadata())
         .map_err(|e| FloeError::internal(format!("table metadata: {e}")))?;
     match json.get("refs") {

@@ -66,6 +66,20 @@ pub struct Overwrite {
     /// partition spec or sort order). The write must have been planned against the
     /// table with these applied ([`staged_table`]).
     pub metadata_updates: Vec<TableUpdate>,
+    /// The snapshot's operation: `overwrite`, or `replace` for a rewrite that keeps
+    /// the table's rows as they are (compaction).
+    pub operation: Operation,
+}
+
+impl Overwrite {
+    /// An `overwrite` snapshot removing `removal`, without metadata changes.
+    pub fn of(removal: Removal) -> Self {
+        Self {
+            removal,
+            metadata_updates: Vec::new(),
+            operation: Operation::Overwrite,
+        }
+    }
 }
 
 /// The table with `updates` applied, not committed: what a write whose commit changes
@@ -188,7 +202,7 @@ async fn build(
     }
     let added = decode(&target, files)?;
     let mut writer = SnapshotWriter::new(table, &target, write_id);
-    match write_snapshot(&mut writer, planned, write_id, added, &overwrite.removal).await {
+    match write_snapshot(&mut writer, planned, write_id, added, overwrite).await {
         Ok((snapshot, rows)) => Ok(Built {
             changes: changes(base, snapshot, &overwrite.metadata_updates),
             rows,
@@ -208,8 +222,9 @@ async fn write_snapshot(
     planned: &Table,
     write_id: &str,
     added: Vec<DataFile>,
-    removal: &Removal,
+    overwrite: &Overwrite,
 ) -> Result<(Snapshot, u64)> {
+    let removal = &overwrite.removal;
     let table = writer.table;
     let removes = Removes::new(removal, &added, writer.target);
     let mut totals = Counts::default();
@@ -254,6 +269,10 @@ async fn write_snapshot(
     }
     writer.add_files(added).await?;
     let summary = summary(write_id, &added_counts, &removed, &totals);
+    let summary = Summary {
+        operation: overwrite.operation.clone(),
+        ..summary
+    };
     Ok((writer.finish(summary).await?, added_counts.data_records))
 }
 

@@ -39,6 +39,8 @@ pub struct IcebergTableProvider {
     planning_error: Mutex<Option<FloeError>>,
     /// The data files scans read, if not all (see [`Self::restricted_to`]).
     only_files: Option<Arc<HashSet<String>>>,
+    /// At most this many scan partitions (a compaction: fewer, larger output files).
+    max_scan_partitions: Option<usize>,
 }
 
 impl IcebergTableProvider {
@@ -53,6 +55,7 @@ impl IcebergTableProvider {
             next_write_id: Mutex::new(None),
             planning_error: Mutex::new(None),
             only_files: None,
+            max_scan_partitions: None,
         })
     }
 
@@ -62,6 +65,12 @@ impl IcebergTableProvider {
         let mut restricted = Self::try_new(self.table.clone())?;
         restricted.only_files = Some(Arc::new(files));
         Ok(restricted)
+    }
+
+    /// Makes scans use at most `partitions` partitions.
+    pub fn with_max_scan_partitions(mut self, partitions: usize) -> Self {
+        self.max_scan_partitions = Some(partitions.max(1));
+        self
     }
 
     /// The data files that may hold rows matching `filter`, as far as the table's
@@ -141,7 +150,10 @@ impl TableProvider for IcebergTableProvider {
         filters: &[Expr],
         _limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let target_partitions = state.config().target_partitions();
+        let target_partitions = match self.max_scan_partitions {
+            Some(max) => state.config().target_partitions().min(max),
+            None => state.config().target_partitions(),
+        };
         let scan = plan_scan(
             &self.table,
             &self.name,

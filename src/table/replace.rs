@@ -49,8 +49,8 @@ pub fn replacement(table: &Table, uploaded: &ArrowSchema) -> Result<(Table, Over
         ))
     })?;
     let overwrite = Overwrite {
-        removal: Removal::All,
         metadata_updates: updates,
+        ..Overwrite::of(Removal::All)
     };
     Ok((staged, overwrite))
 }

@@ -1,0 +1,213 @@
+//! Table maintenance: which files a compaction rewrites, and expiring snapshots.
+//!
+//! Compaction itself is a distributed rewrite like a copy-on-write DELETE's (see
+//! `sql::procedures`); here is only its choice of files. Expiring snapshots removes
+//! them from the table's metadata in one commit and then deletes the files that only
+//! they referenced: manifest lists, manifests, data and delete files. A file that a
+//! kept snapshot, or a write not yet committed, uses is never deleted.
+
+use std::collections::{HashMap, HashSet};
+
+use futures::TryStreamExt;
+use iceberg::spec::{DataContentType, MAIN_BRANCH, SnapshotRef, Struct};
+use iceberg::table::Table;
+use iceberg::{TableRequirement, TableUpdate};
+
+use super::metadata_tables::named_refs;
+use crate::catalog::commit::{FloeCatalog, TableChanges};
+use crate::error::{FloeError, Result};
+
+/// What a compaction rewrites: the data files of the current snapshot smaller than
+/// `target_size` in each partition holding at least `min_input_files` of them, and
+/// every data file with delete files (the rewrite applies them).
+pub async fn compaction_candidates(
+    table: &Table,
+    target_size: u64,
+    min_input_files: usize,
+) -> Result<Candidates> {
+    let Some(snapshot) = table.metadata().current_snapshot() else {
+        return Ok(Candidates::default());
+    };
+    let tasks: Vec<_> = table
+        .scan()
+        .snapshot_id(snapshot.snapshot_id())
+        .select_empty()
+        .build()?
+        .plan_files()
+        .await?
+        .try_collect()
+        .await?;
+    let mut small: HashMap<Partition, Vec<(String, u64)>> = HashMap::new();
+    let mut chosen = Candidates::default();
+    for task in tasks {
+        let size = task.file_size_in_bytes;
+        if !task.deletes.is_empty() {
+            chosen.add(task.data_file_path, size);
+            continue;
+        }
+        if size < target_size {
+            let spec = task.partition_spec.as_ref().map_or(0, |s| s.spec_id());
+            small
+                .entry((spec, task.partition))
+                .or_default()
+                .push((task.data_file_path, size));
+        }
+    }
+    for files in small.into_values() {
+        if files.len() >= min_input_files.max(1) {
+            for (path, size) in files {
+                chosen.add(path, size);
+            }
+        }
+    }
+    Ok(chosen)
+}
+
+/// A partition: its spec's id and its values.
+type Partition = (i32, Option<Struct>);
+
+/// Data files chosen for a rewrite.
+#[derive(Debug, Default)]
+pub struct Candidates {
+    pub files: HashSet<String>,
+    pub bytes: u64,
+}
+
+impl Candidates {
+    fn add(&mut self, path: String, size: u64) {
+        if self.files.insert(path) {
+            self.bytes += size;
+        }
+    }
+}
+
+/// What expiring snapshots removed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Expired {
+    pub snapshots: u64,
+    pub data_files: u64,
+    pub delete_files: u64,
+    pub manifests: u64,
+    pub manifest_lists: u64,
+}
+
+/// Expires the snapshots of `table` older than `older_than_ms`, keeping the
+/// `retain_last` newest, the current one and every branch's and tag's; deletes the
+/// files only expired snapshots referenced. If another commit lands first, nothing is
+/// expired and the call answers `ABORTED`.
+pub async fn expire_snapshots(
+    catalog: &dyn FloeCatalog,
+    table: &Table,
+    older_than_ms: i64,
+    retain_last: usize,
+) -> Result<Expired> {
+    let metadata = table.metadata();
+    let mut snapshots: Vec<&SnapshotRef> = metadata.snapshots().collect();
+    snapshots.sort_by_key(|s| std::cmp::Reverse((s.timestamp_ms(), s.sequence_number())));
+    let referenced: HashSet<i64> = named_refs(table)?.values().map(|r| r.snapshot_id).collect();
+    let keep = |(i, s): &(usize, &SnapshotRef)| {
+        *i < retain_last.max(1)
+            || s.timestamp_ms() >= older_than_ms
+            || referenced.contains(&s.snapshot_id())
+            || metadata.current_snapshot_id() == Some(s.snapshot_id())
+    };
+    let (kept, expired): (Vec<_>, Vec<_>) = snapshots.into_iter().enumerate().partition(keep);
+    let kept: Vec<&SnapshotRef> = kept.into_iter().map(|(_, s)| s).collect();
+    let expired: Vec<&SnapshotRef> = expired.into_iter().map(|(_, s)| s).collect();
+    if expired.is_empty() {
+        return Ok(Expired::default());
+    }
+    let still_used = files_of(table, &kept).await?;
+    let gone = files_of(table, &expired).await?;
+
+    let changes = TableChanges {
+        requirements: vec![
+            TableRequirement::UuidMatch {
+                uuid: metadata.uuid(),
+            },
+            TableRequirement::RefSnapshotIdMatch {
+                r#ref: MAIN_BRANCH.to_string(),
+                snapshot_id: metadata.current_snapshot_id(),
+            },
+        ],
+        updates: vec![TableUpdate::RemoveSnapshots {
+            snapshot_ids: expired.iter().map(|s| s.snapshot_id()).collect(),
+        }],
+    };
+    catalog
+        .commit_changes(table.identifier(), &changes)
+        .await
+        .map_err(|e| match e.kind() {
+            iceberg::ErrorKind::CatalogCommitConflicts => FloeError::aborted(format!(
+                "{} changed while its snapshots were being expired; nothing was expired, \
+                 retrying is safe",
+                table.identifier()
+            )),
+            _ => e.into(),
+        })?;
+
+    let mut result = Expired {
+        snapshots: expired.len() as u64,
+        ..Expired::default()
+    };
+    let unused = |set: &HashSet<String>, used: &HashSet<String>| -> Vec<String> {
+        set.difference(used).cloned().collect()
+    };
+    for path in unused(&gone.data, &still_used.data) {
+        result.data_files += delete(table, &path).await;
+    }
+    for path in unused(&gone.deletes, &still_used.deletes) {
+        result.delete_files += delete(table, &path).await;
+    }
+    for path in unused(&gone.manifests, &still_used.manifests) {
+        result.manifests += delete(table, &path).await;
+    }
+    for path in unused(&gone.manifest_lists, &still_used.manifest_lists) {
+        result.manifest_lists += delete(table, &path).await;
+    }
+    Ok(result)
+}
+
+/// Deletes a file no snapshot references any more; 1 if it was deleted.
+async fn delete(table: &Table, path: &str) -> u64 {
+    match table.file_io().delete(path).await {
+        Ok(()) => 1,
+        Err(e) => {
+            tracing::warn!("expire_snapshots: could not delete {path}: {e}");
+            0
+        }
+    }
+}
+
+/// Every file some of `snapshots` reference.
+#[derive(Default)]
+struct Files {
+    manifest_lists: HashSet<String>,
+    manifests: HashSet<String>,
+    data: HashSet<String>,
+    deletes: HashSet<String>,
+}
+
+async fn files_of(table: &Table, snapshots: &[&SnapshotRef]) -> Result<Files> {
+    let mut files = Files::default();
+    for snapshot in snapshots {
+        files
+            .manifest_lists
+            .insert(snapshot.manifest_list().to_string());
+        let list = table.manifest_list_reader(snapshot).load().await?;
+        for manifest_file in list.entries() {
+            if !files.manifests.insert(manifest_file.manifest_path.clone()) {
+                continue; // Its files are counted already.
+            }
+            let manifest = manifest_file.load_manifest(table.file_io()).await?;
+            for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+                let path = entry.file_path().to_string();
+                match entry.content_type() {
+                    DataContentType::Data => files.data.insert(path),
+                    _ => files.deletes.insert(path),
+                };
+            }
+        }
+    }
+    Ok(files)
+}
