@@ -189,3 +189,52 @@ fn mangled_statements_never_panic() {
         }
     }
 }
+
+/// `VERSION AS OF '<name>'` reaches the engine as the table name standing for that
+/// reference; other text is untouched, and a quoted name keeps its case.
+#[test]
+fn named_versions_become_table_names() {
+    let statement = parse(r#"SELECT * FROM s.Events VERSION AS OF 'v1' AS e JOIN "Other" VERSION AS OF 'it''s' o ON true"#)
+        .expect("parses");
+    let text = statement.to_string();
+    assert!(text.contains(r#"s."events$as-of$rv1" AS e"#), "{text}");
+    assert!(text.contains(r#""Other$as-of$rit's" o"#), "{text}");
+    assert!(parse("SELECT 'VERSION AS OF ''x''' FROM t").is_ok());
+}
+
+#[test]
+fn tag_and_branch_statements_are_read_by_floe() {
+    use floe::sql::refs::{RefAction, RefKind, parse_ref_statement};
+    let create = parse_ref_statement(
+        "ALTER TABLE s.t CREATE OR REPLACE TAG IF NOT EXISTS v1 AS OF VERSION 42 RETAIN 2 HOURS;",
+    )
+    .expect("valid")
+    .expect("a tag statement");
+    assert_eq!(
+        (create.table.to_string(), create.kind, create.name.as_str()),
+        ("s.t".into(), RefKind::Tag, "v1")
+    );
+    assert_eq!(
+        create.action,
+        RefAction::Create {
+            or_replace: true,
+            if_not_exists: true,
+            snapshot_id: Some(42),
+            retain_ms: Some(2 * 3600 * 1000),
+        }
+    );
+    let drop = parse_ref_statement("alter table t drop branch if exists dev").expect("valid");
+    assert_eq!(
+        drop.map(|d| (d.kind, d.action)),
+        Some((RefKind::Branch, RefAction::Drop { if_exists: true }))
+    );
+    // Other ALTER TABLE statements are not Floe's to read here.
+    assert_eq!(
+        parse_ref_statement("ALTER TABLE t ADD COLUMN c INT").expect("valid"),
+        None
+    );
+    assert_eq!(parse_ref_statement("SELECT 1").expect("valid"), None);
+    let bad =
+        parse_ref_statement("ALTER TABLE t CREATE TAG x RETAIN 3 WEEKS").expect_err("invalid");
+    assert_eq!(bad.kind, ErrorKind::InvalidArgument);
+}

@@ -71,3 +71,38 @@ def test_at_and_before_stay_table_aliases(cur, schema, evolved):
     for alias in ("at", "before", "version"):
         got = query(cur, f"SELECT {alias}.id FROM {schema}.evolved {alias} ORDER BY id")
         assert got["id"].to_pylist() == [1, 2, 3]
+
+
+def test_tags_and_branches_are_made_read_and_dropped(cur, catalog, schema, evolved):
+    first, second = (s["snapshot_id"] for s in evolved)
+    table = f"{schema}.evolved"
+    cur.execute(f"ALTER TABLE {table} CREATE TAG v1 AS OF VERSION {first} RETAIN 30 DAYS")
+    cur.execute(f"ALTER TABLE {table} CREATE BRANCH audit")
+    refs = catalog.load_table(table).refs()
+    assert refs["v1"].snapshot_id == first and refs["v1"].snapshot_ref_type.value == "tag"
+    assert refs["v1"].max_ref_age_ms == 30 * 24 * 3600 * 1000
+    assert refs["audit"].snapshot_id == second and refs["audit"].snapshot_ref_type.value == "branch"
+
+    cur.execute(f"INSERT INTO {table} VALUES (4, 'later')")
+    # A tag reads its snapshot with that snapshot's schema; a branch its head.
+    tagged = query(cur, f"SELECT * FROM {table} VERSION AS OF 'v1' ORDER BY id")
+    assert tagged.column_names == ["id"] and tagged["id"].to_pylist() == [1, 2]
+    assert query(cur, f"SELECT count(*) AS n FROM {table} VERSION AS OF 'audit'").to_pylist() == [{"n": 3}]
+    # pyiceberg's tags read the same way.
+    catalog.load_table(table).manage_snapshots().create_tag(second, "from_pyiceberg").commit()
+    assert query(cur, f"SELECT count(*) AS n FROM {table} VERSION AS OF 'from_pyiceberg'").to_pylist() == [{"n": 3}]
+
+    with pytest.raises(adbc_driver_manager.Error, match="ALREADY_EXISTS"):
+        cur.execute(f"ALTER TABLE {table} CREATE TAG v1")
+    cur.execute(f"ALTER TABLE {table} CREATE TAG IF NOT EXISTS v1")
+    cur.execute(f"ALTER TABLE {table} CREATE OR REPLACE TAG v1 AS OF VERSION {second}")
+    assert catalog.load_table(table).refs()["v1"].snapshot_id == second
+    with pytest.raises(adbc_driver_manager.ProgrammingError, match="is a tag, not a branch"):
+        cur.execute(f"ALTER TABLE {table} DROP BRANCH v1")
+    cur.execute(f"ALTER TABLE {table} DROP TAG v1")
+    cur.execute(f"ALTER TABLE {table} DROP BRANCH IF EXISTS nothing")
+    assert set(catalog.load_table(table).refs()) == {"main", "audit", "from_pyiceberg"}
+    with pytest.raises(adbc_driver_manager.Error, match="NOT_FOUND.*no branch or tag 'v1'"):
+        cur.execute(f"SELECT * FROM {table} VERSION AS OF 'v1'")
+    with pytest.raises(adbc_driver_manager.ProgrammingError, match="main"):
+        cur.execute(f"ALTER TABLE {table} DROP BRANCH main")

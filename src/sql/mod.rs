@@ -12,6 +12,7 @@ pub mod metadata;
 pub mod params;
 pub mod parse;
 pub mod procedures;
+pub mod refs;
 pub mod resolve;
 pub mod row_level;
 pub mod time_travel;
@@ -184,6 +185,13 @@ impl Engine {
     /// Classifies a statement without running it (queries are planned for their
     /// schema), and names the types of its parameters (`$1`, `?`).
     pub async fn prepare(&self, caller: &Caller, sql: &str) -> Result<Prepared> {
+        if refs::parse_ref_statement(sql)?.is_some() {
+            return Ok(Prepared {
+                kind: StatementKind::Update,
+                parameters: Arc::new(Schema::empty()),
+                query: None,
+            });
+        }
         let statement = parse(sql)?;
         if as_ddl(&statement).is_some()
             || as_merge(&statement).is_some()
@@ -219,6 +227,13 @@ impl Engine {
         sql: &str,
         params: &[ScalarValue],
     ) -> Result<Outcome> {
+        if let Some(statement) = refs::parse_ref_statement(sql)? {
+            self.run_ref_statement(caller, &statement).await?;
+            return Ok(Outcome::Done {
+                rows: RecordBatch::new_empty(Arc::new(Schema::empty())),
+                affected: 0,
+            });
+        }
         self.execute_statement(caller, parse(sql)?, params).await
     }
 

@@ -5,23 +5,78 @@
 //! Table versions (`t VERSION AS OF 1`) are read only by a second parse, when the
 //! first one fails: sqlparser's versioning also takes `t AT(…)` and `t BEFORE(…)`, which
 //! would turn the table aliases `at` and `before` into errors. A statement keeps the
-//! generic dialect's meaning wherever it has one.
+//! generic dialect's meaning wherever it has one. Only if that fails too, a `VERSION AS
+//! OF '<tag or branch>'` (which sqlparser does not read) is written as the table name
+//! standing for it, and the text parsed a third time.
 
 use datafusion::sql::parser::{DFParser, DFParserBuilder, Statement};
 use datafusion::sql::sqlparser::ast;
 use datafusion::sql::sqlparser::dialect::Dialect;
-use datafusion::sql::sqlparser::tokenizer::Token;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
 
 use super::dialect::FloeDialect;
 use crate::error::{FloeError, Result};
+use crate::table::time_travel::AsOf;
 
 pub fn parse(sql: &str) -> Result<Statement> {
     parse_in(sql, &FloeDialect::default()).or_else(|error| {
         let versions = FloeDialect {
             table_versions: true,
         };
-        parse_in(sql, &versions).map_err(|_| error)
+        parse_in(sql, &versions)
+            .or_else(|_| match with_named_versions(sql) {
+                Some(renamed) => parse_in(&renamed, &versions),
+                None => Err(error.clone()),
+            })
+            .map_err(|_| error)
     })
+}
+
+/// `sql` with each `t VERSION AS OF '<tag or branch>'` written as the table name that
+/// stands for it (`"t$as-of$r<name>"`, see `table::time_travel`), if it has any:
+/// sqlparser reads only snapshot ids after `VERSION AS OF`.
+fn with_named_versions(sql: &str) -> Option<String> {
+    let dialect = FloeDialect::default();
+    let mut tokens = Tokenizer::new(&dialect, sql).tokenize().ok()?;
+    let words: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i], Token::Whitespace(_)))
+        .collect();
+    let is_keyword =
+        |i: usize, keyword: Keyword| matches!(&tokens[i], Token::Word(w) if w.keyword == keyword);
+    let mut found = Vec::new();
+    for window in words.windows(5) {
+        let [table, version, as_, of, name] = *window else {
+            continue;
+        };
+        if is_keyword(version, Keyword::VERSION)
+            && is_keyword(as_, Keyword::AS)
+            && is_keyword(of, Keyword::OF)
+            && let (Token::Word(table_word), Token::SingleQuotedString(name)) =
+                (&tokens[table], &tokens[name])
+        {
+            let table_name = match table_word.quote_style {
+                Some(_) => table_word.value.clone(),
+                None => table_word.value.to_lowercase(),
+            };
+            found.push((
+                table,
+                version,
+                window[4],
+                AsOf::Ref(name.clone()).name(&table_name),
+            ));
+        }
+    }
+    if found.is_empty() {
+        return None;
+    }
+    for (table, version, last, renamed) in found.into_iter().rev() {
+        tokens[table] = Token::make_word(&renamed, Some('"'));
+        for token in &mut tokens[version..=last] {
+            *token = Token::Whitespace(Whitespace::Space);
+        }
+    }
+    Some(tokens.iter().map(ToString::to_string).collect())
 }
 
 fn parse_in(sql: &str, dialect: &FloeDialect) -> Result<Statement> {

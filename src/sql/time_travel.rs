@@ -61,8 +61,9 @@ fn as_of(version: &TableVersion) -> Result<AsOf> {
                 .parse()
                 .map(AsOf::Snapshot)
                 .map_err(|_| FloeError::invalid(format!("VERSION AS OF {id}: not a snapshot id"))),
+            Value::SingleQuotedString(name) => Ok(AsOf::Ref(name.clone())),
             other => Err(FloeError::invalid(format!(
-                "VERSION AS OF {other}: give a snapshot id"
+                "VERSION AS OF {other}: give a snapshot id, or a tag's or branch's name as a string"
             ))),
         },
         TableVersion::TimestampAsOf(expr) => {

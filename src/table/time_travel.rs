@@ -1,5 +1,5 @@
-//! Reading a table as it was: `t VERSION AS OF <snapshot id>` and `t TIMESTAMP AS OF
-//! '<timestamp>'` (Spark/Databricks syntax). The statement's table reference is renamed
+//! Reading a table as it was: `t VERSION AS OF <snapshot id>`, `t VERSION AS OF
+//! '<tag or branch>'` and `t TIMESTAMP AS OF '<timestamp>'` (Spark/Databricks syntax). The statement's table reference is renamed
 //! to carry what it asks for (`t$as-of$…`, see `sql::time_travel`); resolving that name
 //! gives the table with the asked snapshot current and that snapshot's schema, so scans
 //! read it as they read any table.
@@ -12,19 +12,22 @@ use crate::error::{FloeError, Result};
 /// Separates a table's name from the snapshot asked for.
 const MARK: &str = "$as-of$";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AsOf {
     /// The snapshot with this id.
     Snapshot(i64),
+    /// The snapshot a tag or the head of a branch names.
+    Ref(String),
     /// The snapshot that was current at this time (milliseconds since the epoch).
     Time(i64),
 }
 
 impl AsOf {
     /// The name that stands for `table` as of `self`.
-    pub fn name(self, table: &str) -> String {
+    pub fn name(&self, table: &str) -> String {
         match self {
             Self::Snapshot(id) => format!("{table}{MARK}v{id}"),
+            Self::Ref(name) => format!("{table}{MARK}r{name}"),
             Self::Time(ms) => format!("{table}{MARK}t{ms}"),
         }
     }
@@ -34,6 +37,7 @@ impl AsOf {
         let (table, asked) = name.rsplit_once(MARK)?;
         let as_of = match asked.split_at_checked(1)? {
             ("v", id) => Self::Snapshot(id.parse().ok()?),
+            ("r", name) => Self::Ref(name.to_string()),
             ("t", ms) => Self::Time(ms.parse().ok()?),
             _ => return None,
         };
@@ -41,11 +45,20 @@ impl AsOf {
     }
 
     /// `table` with the asked snapshot as its current one, and that snapshot's schema.
-    pub fn apply(self, table: &Table) -> Result<Table> {
+    pub fn apply(&self, table: &Table) -> Result<Table> {
         let metadata = table.metadata();
         let snapshot_id = match self {
+            Self::Ref(name) => metadata
+                .snapshot_for_ref(name)
+                .map(|s| s.snapshot_id())
+                .ok_or_else(|| {
+                    FloeError::not_found(format!(
+                        "table {} has no branch or tag '{name}'",
+                        table.identifier()
+                    ))
+                })?,
             Self::Snapshot(id) => metadata
-                .snapshot_by_id(id)
+                .snapshot_by_id(*id)
                 .map(|s| s.snapshot_id())
                 .ok_or_else(|| {
                     FloeError::not_found(format!(
@@ -56,14 +69,14 @@ impl AsOf {
             Self::Time(ms) => metadata
                 .history()
                 .iter()
-                .filter(|entry| entry.timestamp_ms <= ms)
+                .filter(|entry| entry.timestamp_ms <= *ms)
                 .max_by_key(|entry| entry.timestamp_ms)
                 .map(|entry| entry.snapshot_id)
                 .ok_or_else(|| {
                     FloeError::not_found(format!(
                         "table {} has no snapshot at or before {}",
                         table.identifier(),
-                        timestamp_text(ms)
+                        timestamp_text(*ms)
                     ))
                 })?,
         };
