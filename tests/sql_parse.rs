@@ -203,13 +203,15 @@ fn named_versions_become_table_names() {
 }
 
 #[test]
-fn tag_and_branch_statements_are_read_by_floe() {
-    use floe::sql::refs::{RefAction, RefKind, parse_ref_statement};
-    let create = parse_ref_statement(
+fn spark_alter_table_forms_are_read_by_floe() {
+    use floe::sql::alter_forms::{AlterForm, PartitionChange, parse_alter_form};
+    use floe::sql::refs::{RefAction, RefKind};
+    let form = |sql: &str| parse_alter_form(sql).expect("valid");
+    let Some(AlterForm::Ref(create)) = form(
         "ALTER TABLE s.t CREATE OR REPLACE TAG IF NOT EXISTS v1 AS OF VERSION 42 RETAIN 2 HOURS;",
-    )
-    .expect("valid")
-    .expect("a tag statement");
+    ) else {
+        panic!("a tag statement")
+    };
     assert_eq!(
         (create.table.to_string(), create.kind, create.name.as_str()),
         ("s.t".into(), RefKind::Tag, "v1")
@@ -223,18 +225,30 @@ fn tag_and_branch_statements_are_read_by_floe() {
             retain_ms: Some(2 * 3600 * 1000),
         }
     );
-    let drop = parse_ref_statement("alter table t drop branch if exists dev").expect("valid");
+    let Some(AlterForm::Ref(drop)) = form("alter table t drop branch if exists dev") else {
+        panic!("a branch statement")
+    };
     assert_eq!(
-        drop.map(|d| (d.kind, d.action)),
-        Some((RefKind::Branch, RefAction::Drop { if_exists: true }))
+        (drop.kind, drop.action),
+        (RefKind::Branch, RefAction::Drop { if_exists: true })
     );
-    // Other ALTER TABLE statements are not Floe's to read here.
-    assert_eq!(
-        parse_ref_statement("ALTER TABLE t ADD COLUMN c INT").expect("valid"),
-        None
-    );
-    assert_eq!(parse_ref_statement("SELECT 1").expect("valid"), None);
-    let bad =
-        parse_ref_statement("ALTER TABLE t CREATE TAG x RETAIN 3 WEEKS").expect_err("invalid");
+    let Some(AlterForm::Partitioning { change, .. }) =
+        form("ALTER TABLE t REPLACE PARTITION FIELD day(ts) WITH hour(ts) AS ts_hour")
+    else {
+        panic!("a partition statement")
+    };
+    assert!(matches!(
+        change,
+        PartitionChange::Replace { name: Some(_), .. }
+    ));
+    assert!(matches!(
+        form("ALTER TABLE t UNSET TBLPROPERTIES IF EXISTS ('a', 'b')"),
+        Some(AlterForm::UnsetProperties { if_exists: true, ref keys, .. }) if keys == &["a", "b"]
+    ));
+    // Other ALTER TABLE statements (Hive's partitions too) are not Floe's to read here.
+    assert_eq!(form("ALTER TABLE t ADD COLUMN c INT"), None);
+    assert_eq!(form("ALTER TABLE t DROP PARTITION (p = 1)"), None);
+    assert_eq!(form("SELECT 1"), None);
+    let bad = parse_alter_form("ALTER TABLE t CREATE TAG x RETAIN 3 WEEKS").expect_err("invalid");
     assert_eq!(bad.kind, ErrorKind::InvalidArgument);
 }

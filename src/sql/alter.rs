@@ -10,13 +10,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, DataType, Ident,
-    RenameTableNameKind, SqlOption,
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, DataType, Expr, Ident,
+    ObjectName, RenameTableNameKind, SqlOption,
 };
-use iceberg::spec::{NestedField, NestedFieldRef, PrimitiveType, Schema, Type};
+use iceberg::spec::{
+    NestedField, NestedFieldRef, PrimitiveType, Schema, Type, UnboundPartitionField,
+    UnboundPartitionSpec,
+};
 use iceberg::{TableIdent, TableRequirement, TableUpdate};
 
-use super::ddl::{FORMAT_VERSION, Names, normalize, property, table_schema};
+use super::alter_forms::PartitionChange;
+use super::ddl::{
+    FORMAT_VERSION, Names, normalize, partition_field_name, property, table_schema, transform_of,
+};
 use crate::catalog::commit::{FloeCatalog, TableChanges};
 use crate::error::{FloeError, Result};
 use crate::table::replace::renumber;
@@ -300,4 +306,167 @@ fn is_promotion(from: &Type, to: &Type) -> bool {
 
 fn unsupported(operation: &impl std::fmt::Display) -> FloeError {
     FloeError::unimplemented(format!("ALTER TABLE … {operation} is not supported"))
+}
+
+/// `ALTER TABLE t ADD|DROP|REPLACE PARTITION FIELD …` (see `alter_forms`): a new default
+/// partition spec, in one commit that requires the spec it was made from. Fields kept
+/// keep their ids, so files written before stay readable and prunable; new writes use
+/// the new spec.
+pub async fn evolve_partitioning(
+    catalog: &dyn FloeCatalog,
+    names: &Names<'_>,
+    table: &ObjectName,
+    change: &PartitionChange,
+) -> Result<()> {
+    let ident = names.table(table)?;
+    catalog.check_commit_changes()?;
+    let table = catalog.load_table(&ident).await?;
+    let metadata = table.metadata();
+    let schema = metadata.current_schema();
+    let current = metadata.default_partition_spec();
+    let mut fields: Vec<UnboundPartitionField> = current
+        .fields()
+        .iter()
+        .map(|f| UnboundPartitionField {
+            source_id: f.source_id,
+            field_id: Some(f.field_id),
+            name: f.name.clone(),
+            transform: f.transform,
+        })
+        .collect();
+    let add = |fields: &mut Vec<UnboundPartitionField>, expr: &Expr, name: &Option<Ident>| {
+        let (transform, column) = transform_of(expr)?;
+        let source = schema.field_by_name(&column).ok_or_else(|| {
+            FloeError::not_found(format!("ALTER TABLE {ident}: no column {column}"))
+        })?;
+        if transform.result_type(&source.field_type).is_err() {
+            return Err(FloeError::invalid(format!(
+                "ALTER TABLE {ident}: {transform} cannot be applied to column {column} of type {}",
+                source.field_type
+            )));
+        }
+        if fields
+            .iter()
+            .any(|f| f.source_id == source.id && f.transform == transform)
+        {
+            return Err(FloeError::already_exists(format!(
+                "ALTER TABLE {ident}: already partitioned by {expr}"
+            )));
+        }
+        let name = match name {
+            Some(name) => normalize(name),
+            None => partition_field_name(transform, &column),
+        };
+        if fields.iter().any(|f| f.name == name)
+            || schema
+                .field_by_name(&name)
+                .is_some_and(|f| f.id != source.id)
+        {
+            return Err(FloeError::already_exists(format!(
+                "ALTER TABLE {ident}: a partition field or column is named {name} already"
+            )));
+        }
+        fields.push(UnboundPartitionField {
+            source_id: source.id,
+            field_id: None,
+            name,
+            transform,
+        });
+        Ok(())
+    };
+    let drop = |fields: &mut Vec<UnboundPartitionField>, expr: &Expr| {
+        let by_name = match expr {
+            Expr::Identifier(ident) => fields.iter().position(|f| f.name == normalize(ident)),
+            _ => None,
+        };
+        let at = match by_name {
+            Some(at) => Some(at),
+            None => {
+                let (transform, column) = transform_of(expr)?;
+                let source = schema.field_by_name(&column).map(|f| f.id);
+                fields
+                    .iter()
+                    .position(|f| Some(f.source_id) == source && f.transform == transform)
+            }
+        };
+        match at {
+            Some(at) => {
+                fields.remove(at);
+                Ok(())
+            }
+            None => Err(FloeError::not_found(format!(
+                "ALTER TABLE {ident}: not partitioned by {expr}"
+            ))),
+        }
+    };
+    match change {
+        PartitionChange::Add { field, name } => add(&mut fields, field, name)?,
+        PartitionChange::Drop { field } => drop(&mut fields, field)?,
+        PartitionChange::Replace { old, new, name } => {
+            drop(&mut fields, old)?;
+            add(&mut fields, new, name)?;
+        }
+    }
+    let spec = UnboundPartitionSpec::builder()
+        .add_partition_fields(fields)
+        .map_err(|e| FloeError::invalid(format!("ALTER TABLE {ident}: {}", e.message())))?
+        .build();
+    let changes = TableChanges {
+        requirements: vec![
+            TableRequirement::UuidMatch {
+                uuid: metadata.uuid(),
+            },
+            TableRequirement::DefaultSpecIdMatch {
+                default_spec_id: metadata.default_partition_spec_id(),
+            },
+            TableRequirement::LastAssignedPartitionIdMatch {
+                last_assigned_partition_id: metadata.last_partition_id(),
+            },
+        ],
+        updates: vec![
+            TableUpdate::AddSpec { spec },
+            TableUpdate::SetDefaultSpec {
+                spec_id: LAST_ADDED,
+            },
+        ],
+    };
+    catalog.commit_changes(&ident, &changes).await?;
+    Ok(())
+}
+
+/// `ALTER TABLE t UNSET TBLPROPERTIES [IF EXISTS] ('k', …)`: one commit.
+pub async fn unset_properties(
+    catalog: &dyn FloeCatalog,
+    names: &Names<'_>,
+    table: &ObjectName,
+    if_exists: bool,
+    keys: &[String],
+) -> Result<()> {
+    let ident = names.table(table)?;
+    catalog.check_commit_changes()?;
+    let table = catalog.load_table(&ident).await?;
+    let metadata = table.metadata();
+    let properties = metadata.properties();
+    let (present, missing): (Vec<&String>, Vec<&String>) =
+        keys.iter().partition(|k| properties.contains_key(*k));
+    if let Some(key) = missing.first()
+        && !if_exists
+    {
+        return Err(FloeError::not_found(format!(
+            "ALTER TABLE {ident}: no table property '{key}'"
+        )));
+    }
+    if present.is_empty() {
+        return Ok(());
+    }
+    let changes = TableChanges {
+        requirements: vec![TableRequirement::UuidMatch {
+            uuid: metadata.uuid(),
+        }],
+        updates: vec![TableUpdate::RemoveProperties {
+            removals: present.into_iter().cloned().collect(),
+        }],
+    };
+    catalog.commit_changes(&ident, &changes).await?;
+    Ok(())
 }

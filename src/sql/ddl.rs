@@ -572,16 +572,7 @@ pub fn partition_spec(schema: &Schema, exprs: &[Expr]) -> Result<UnboundPartitio
                 "PARTITIONED BY: column '{column}' is not in the table"
             ))
         })?;
-        let name = match transform {
-            Transform::Identity => column.clone(),
-            Transform::Bucket(_) => format!("{column}_bucket"),
-            Transform::Truncate(_) => format!("{column}_trunc"),
-            Transform::Year => format!("{column}_year"),
-            Transform::Month => format!("{column}_month"),
-            Transform::Day => format!("{column}_day"),
-            Transform::Hour => format!("{column}_hour"),
-            _ => unreachable!("transform_of only returns the transforms above"),
-        };
+        let name = partition_field_name(transform, &column);
         if matches!(transform, Transform::Truncate(_))
             && *field.field_type == Type::Primitive(PrimitiveType::Binary)
         {
@@ -600,7 +591,23 @@ pub fn partition_spec(schema: &Schema, exprs: &[Expr]) -> Result<UnboundPartitio
     Ok(builder.build())
 }
 
-fn transform_of(expr: &Expr) -> Result<(Transform, String)> {
+/// Spark's name for a partition field: `col`, `col_bucket`, `col_trunc`, `col_day`, …
+pub fn partition_field_name(transform: Transform, column: &str) -> String {
+    match transform {
+        Transform::Identity => column.to_string(),
+        Transform::Bucket(_) => format!("{column}_bucket"),
+        Transform::Truncate(_) => format!("{column}_trunc"),
+        Transform::Year => format!("{column}_year"),
+        Transform::Month => format!("{column}_month"),
+        Transform::Day => format!("{column}_day"),
+        Transform::Hour => format!("{column}_hour"),
+        Transform::Void => format!("{column}_null"),
+        Transform::Unknown => format!("{column}_unknown"),
+    }
+}
+
+/// The transform and source column of a `PARTITIONED BY` item.
+pub fn transform_of(expr: &Expr) -> Result<(Transform, String)> {
     let invalid = || {
         FloeError::invalid(format!(
             "PARTITIONED BY: '{expr}' is not a column or one of bucket(N, col), truncate(W, col), year(col), month(col), day(col), hour(col)"

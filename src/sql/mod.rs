@@ -3,6 +3,7 @@
 //! committed here, once.
 
 pub mod alter;
+pub mod alter_forms;
 pub mod ddl;
 pub mod dialect;
 pub mod ingest;
@@ -47,6 +48,7 @@ use crate::table::commit::{WrittenFile, written_files};
 use crate::table::overwrite::{Overwrite, Removal};
 use crate::table::write::descriptor_schema;
 use crate::table::write_protocol::{WriteCommit, commit_write, discard_writes};
+use alter_forms::AlterForm;
 use ddl::Names;
 use parse::parse;
 use resolve::{Resolution, StatementCatalog, resolve};
@@ -88,6 +90,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// An update's outcome: it affected `count` rows.
+    fn count(count: u64) -> Result<Self> {
+        Ok(Outcome::Done {
+            rows: count_batch(count)?,
+            affected: count as i64,
+        })
+    }
+
     /// The rows an update affected; a query has no such count.
     pub fn affected(self) -> Result<i64> {
         match self {
@@ -185,7 +195,7 @@ impl Engine {
     /// Classifies a statement without running it (queries are planned for their
     /// schema), and names the types of its parameters (`$1`, `?`).
     pub async fn prepare(&self, caller: &Caller, sql: &str) -> Result<Prepared> {
-        if refs::parse_ref_statement(sql)?.is_some() {
+        if alter_forms::parse_alter_form(sql)?.is_some() {
             return Ok(Prepared {
                 kind: StatementKind::Update,
                 parameters: Arc::new(Schema::empty()),
@@ -227,8 +237,8 @@ impl Engine {
         sql: &str,
         params: &[ScalarValue],
     ) -> Result<Outcome> {
-        if let Some(statement) = refs::parse_ref_statement(sql)? {
-            self.run_ref_statement(caller, &statement).await?;
+        if let Some(form) = alter_forms::parse_alter_form(sql)? {
+            self.run_alter_form(caller, &form).await?;
             return Ok(Outcome::Done {
                 rows: RecordBatch::new_empty(Arc::new(Schema::empty())),
                 affected: 0,
@@ -274,31 +284,20 @@ impl Engine {
             if !params.is_empty() {
                 return Err(FloeError::invalid("CALL takes no parameters"));
             }
-            // Maintenance writes too: it runs to its end even if the client goes away.
             let (engine, caller, call) = (self.clone(), caller.clone(), call.clone());
-            let rows = tokio::spawn(async move { engine.call(&caller, &call).await })
-                .await
-                .map_err(|e| FloeError::internal(format!("CALL task failed: {e}")))??;
+            let rows = to_the_end(async move { engine.call(&caller, &call).await }).await?;
             return Ok(Outcome::Done { rows, affected: 0 });
         }
         if let Some(merge) = as_merge(&statement) {
-            // A write runs to its end even if the client goes away (see below).
             let (engine, caller, merge, params) =
                 (self.clone(), caller.clone(), merge.clone(), params.to_vec());
-            let count = tokio::spawn(async move { engine.merge(&caller, &merge, &params).await })
-                .await
-                .map_err(|e| FloeError::internal(format!("MERGE task failed: {e}")))??;
-            return Ok(Outcome::Done {
-                rows: count_batch(count)?,
-                affected: count as i64,
-            });
+            let count =
+                to_the_end(async move { engine.merge(&caller, &merge, &params).await }).await?;
+            return Outcome::count(count);
         }
         if let Some(create) = as_create_table_as(&statement) {
             let count = self.create_table_as(caller, create, params).await?;
-            return Ok(Outcome::Done {
-                rows: count_batch(count)?,
-                affected: count as i64,
-            });
+            return Outcome::count(count);
         }
         if let Some(ddl) = as_ddl(&statement) {
             if !params.is_empty() {
@@ -313,10 +312,8 @@ impl Engine {
         match self.plan(caller, statement, params).await? {
             (_, Planned::Query(query), _) => Ok(Outcome::Query(query)),
             (catalog, Planned::Write(ctx, dml), _) => {
-                // A write runs to its end (commit, or clean-up) even if the client goes
-                // away: dropping it half-way would leave its files behind.
                 let engine = self.clone();
-                let count = tokio::spawn(async move {
+                let count = to_the_end(async move {
                     match dml.op {
                         WriteOp::Delete | WriteOp::Update => {
                             engine.run_row_level(&ctx, dml, &catalog).await
@@ -324,12 +321,8 @@ impl Engine {
                         _ => engine.run_insert(&ctx, dml, &catalog).await,
                     }
                 })
-                .await
-                .map_err(|e| FloeError::internal(format!("write task failed: {e}")))??;
-                Ok(Outcome::Done {
-                    rows: count_batch(count)?,
-                    affected: count as i64,
-                })
+                .await?;
+                Outcome::count(count)
             }
         }
     }
@@ -355,6 +348,21 @@ impl Engine {
             .run_query(&query.ctx, &query.plan, schema, self.statement_timeout)
             .await
             .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e))
+    }
+
+    async fn run_alter_form(&self, caller: &Caller, form: &AlterForm) -> Result<()> {
+        let (catalog, names) = (self.catalog.as_ref(), self.names(caller));
+        match form {
+            AlterForm::Ref(statement) => self.run_ref_statement(caller, statement).await,
+            AlterForm::Partitioning { table, change } => {
+                alter::evolve_partitioning(catalog, &names, table, change).await
+            }
+            AlterForm::UnsetProperties {
+                table,
+                if_exists,
+                keys,
+            } => alter::unset_properties(catalog, &names, table, *if_exists, keys).await,
+        }
     }
 
     async fn execute_ddl(&self, caller: &Caller, ddl: &Statement) -> Result<()> {
@@ -600,6 +608,16 @@ impl Engine {
             .await?;
         written_files(&batches)
     }
+}
+
+/// Runs a statement that writes to its end (commit, or clean-up) even if the client
+/// goes away: dropping it half-way would leave its files behind.
+async fn to_the_end<T: Send + 'static>(
+    write: impl Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    tokio::spawn(write)
+        .await
+        .map_err(|e| FloeError::internal(format!("a write's task failed: {e}")))?
 }
 
 /// The rewrites of a statement's text that come before its tables are resolved.

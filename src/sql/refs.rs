@@ -11,17 +11,13 @@
 //! otherwise; `RETAIN` is its maximum age (`max-ref-age-ms`). Each statement is one
 //! commit that requires the reference to be as the statement found it, so concurrent
 //! changes to one reference cannot both succeed (`ABORTED`). Reading them: `t VERSION
-//! AS OF 'name'` (`table::time_travel`). sqlparser knows none of this: it is parsed
-//! here, before the statement reaches it.
+//! AS OF 'name'` (`table::time_travel`). sqlparser reads none of this: `alter_forms`
+//! does.
 
 use datafusion::sql::sqlparser::ast::ObjectName;
-use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::parser::{Parser, ParserError};
-use datafusion::sql::sqlparser::tokenizer::Token;
 use iceberg::spec::{MAIN_BRANCH, SnapshotReference, SnapshotRetention};
 use iceberg::{TableRequirement, TableUpdate};
 
-use super::dialect::FloeDialect;
 use super::{Caller, Engine};
 use crate::catalog::commit::TableChanges;
 use crate::error::{FloeError, Result};
@@ -79,114 +75,6 @@ pub struct RefStatement {
     pub action: RefAction,
 }
 
-/// The tag or branch statement `sql` is, if it is one.
-pub fn parse_ref_statement(sql: &str) -> Result<Option<RefStatement>> {
-    let dialect = FloeDialect::default();
-    let mut parser = Parser::new(&dialect)
-        .try_with_sql(sql)
-        .map_err(|e| FloeError::invalid(format!("SQL error: {e}")))?;
-    if !parser.parse_keywords(&[Keyword::ALTER, Keyword::TABLE]) {
-        return Ok(None);
-    }
-    let Ok(table) = parser.parse_object_name(false) else {
-        return Ok(None);
-    };
-    let verb =
-        match parser.parse_one_of_keywords(&[Keyword::CREATE, Keyword::REPLACE, Keyword::DROP]) {
-            Some(verb) => verb,
-            None => return Ok(None),
-        };
-    let or_replace =
-        verb == Keyword::CREATE && parser.parse_keywords(&[Keyword::OR, Keyword::REPLACE]);
-    let kind = if parser.parse_keyword(Keyword::TAG) {
-        RefKind::Tag
-    } else if next_word_is(&mut parser, "BRANCH") {
-        RefKind::Branch
-    } else {
-        return Ok(None);
-    };
-    let statement = parse_rest(&mut parser, table, kind, verb, or_replace)
-        .map_err(|e| FloeError::invalid(format!("SQL error: {e}")))?;
-    Ok(Some(statement))
-}
-
-fn parse_rest(
-    parser: &mut Parser,
-    table: ObjectName,
-    kind: RefKind,
-    verb: Keyword,
-    or_replace: bool,
-) -> std::result::Result<RefStatement, ParserError> {
-    let if_not_exists = verb == Keyword::CREATE
-        && parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
-    let if_exists = verb == Keyword::DROP && parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
-    let name = parser.parse_identifier()?.value;
-    let action = match verb {
-        Keyword::DROP => RefAction::Drop { if_exists },
-        _ => {
-            let snapshot_id =
-                match parser.parse_keywords(&[Keyword::AS, Keyword::OF, Keyword::VERSION]) {
-                    true => Some(snapshot_id(parser)?),
-                    false => None,
-                };
-            let retain_ms = match parser.parse_keyword(Keyword::RETAIN) {
-                true => Some(retention_ms(parser)?),
-                false => None,
-            };
-            match verb {
-                Keyword::CREATE => RefAction::Create {
-                    or_replace,
-                    if_not_exists,
-                    snapshot_id,
-                    retain_ms,
-                },
-                _ => RefAction::Replace {
-                    snapshot_id,
-                    retain_ms,
-                },
-            }
-        }
-    };
-    while parser.consume_token(&Token::SemiColon) {}
-    if parser.peek_token().token != Token::EOF {
-        return parser.expected("end of statement", parser.peek_token());
-    }
-    Ok(RefStatement {
-        table,
-        kind,
-        name,
-        action,
-    })
-}
-
-fn next_word_is(parser: &mut Parser, word: &str) -> bool {
-    match &parser.peek_token().token {
-        Token::Word(w) if w.value.eq_ignore_ascii_case(word) && w.quote_style.is_none() => {
-            parser.next_token();
-            true
-        }
-        _ => false,
-    }
-}
-
-fn snapshot_id(parser: &mut Parser) -> std::result::Result<i64, ParserError> {
-    let negative = parser.consume_token(&Token::Minus);
-    let id = parser.parse_literal_uint()? as i64;
-    Ok(if negative { -id } else { id })
-}
-
-fn retention_ms(parser: &mut Parser) -> std::result::Result<i64, ParserError> {
-    let count = parser.parse_literal_uint()? as i64;
-    let unit =
-        match parser.parse_one_of_keywords(&[Keyword::DAYS, Keyword::HOURS, Keyword::MINUTES]) {
-            Some(Keyword::DAYS) => 24 * 60 * 60 * 1000,
-            Some(Keyword::HOURS) => 60 * 60 * 1000,
-            Some(_) => 60 * 1000,
-            None => return parser.expected("DAYS, HOURS or MINUTES", parser.peek_token()),
-        };
-    Ok(count.saturating_mul(unit))
-}
-
 impl Engine {
     /// Runs a tag or branch statement (see the module documentation).
     pub(super) async fn run_ref_statement(
@@ -196,9 +84,6 @@ impl Engine {
     ) -> Result<()> {
         self.catalog.check_commit_changes()?;
         let ident = self.names(caller).table(&statement.table)?;
-        caller
-            .access
-            .check_write(&ident.namespace().to_url_string())?;
         let table = self.catalog.load_table(&ident).await?;
         let metadata = table.metadata();
         let (kind, name) = (statement.kind.name(), &statement.name);
