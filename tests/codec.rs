@@ -215,6 +215,7 @@ fn write_node_decodes_to_the_same_spec() {
         format_version: FormatVersion::V2,
         target_file_size_bytes: 1 << 20,
         compression_codec: "zstd".into(),
+        clustered: true,
     };
     let input: Arc<dyn ExecutionPlan> =
         Arc::new(EmptyExec::new(plan_schema(&schema()).expect("schema")));
@@ -231,6 +232,7 @@ fn write_node_decodes_to_the_same_spec() {
     assert_eq!(got.data_location, write.data_location);
     assert_eq!(got.format_version, write.format_version);
     assert_eq!(got.target_file_size_bytes, write.target_file_size_bytes);
+    assert!(got.clustered);
 }
 
 #[test]

@@ -105,24 +105,34 @@ def test_a_scan_of_many_files_reaches_executors_group_by_group(cluster, tmp_path
     assert set(reads.values()) == {1}, "every file read exactly once"
 
 
-def test_a_partitioned_insert_writes_one_file_per_partition_value(cluster):
-    """Rows are hash-distributed on their partition values before the write, so each
-    value is written by one task, whatever the number of tasks and source files."""
+@pytest.mark.parametrize("mode", ["hash", "range", "none"])
+def test_a_partitioned_insert_writes_one_file_per_partition_value(cluster, mode):
+    """Rows are hash-distributed on their partition values before the write (`hash`, the
+    default; `range` also sorts them in each task and keeps one file open at a time),
+    so each value is written by one task, whatever the number of tasks and source
+    files; `none` writes rows where they are."""
     server, _ = cluster
     events_table(server, "source", tags=FILES)  # 8 files, ids 0..7999
     with server.connect() as conn, conn.cursor() as cur:
         cur.execute("CREATE TABLE source.daily (id BIGINT, day DATE, bucketed BIGINT) "
-                    "PARTITIONED BY (day(day), bucket(4, bucketed))")
+                    "PARTITIONED BY (day(day), bucket(4, bucketed)) "
+                    f"TBLPROPERTIES ('write.distribution-mode' = '{mode}')")
         cur.execute("INSERT INTO source.daily SELECT id, DATE '2024-01-01' + CAST(id % 10 AS INT), "
                     "id % 3 FROM source.events")
         got = query(cur, "SELECT count(*) AS n, count(DISTINCT day) AS days FROM source.daily").to_pylist()
+        plan = "\n".join(query(cur, "EXPLAIN INSERT INTO source.daily SELECT id, DATE '2024-01-01', id + 1 "
+                                    "FROM source.events")["plan"].to_pylist())
     assert got == [{"n": 8000, "days": 10}]
     table = server.pyiceberg().load_table("source.daily")
     files = table.inspect.files().to_pylist()
     partitions = {(f["partition"]["day_day"], f["partition"]["bucketed_bucket"]) for f in files}
-    assert len(files) == len(partitions), f"{len(files)} files for {len(partitions)} partition values"
     assert len(partitions) >= 10
     assert sum(r["record_count"] for r in files) == 8000
+    if mode == "none":
+        assert len(files) > len(partitions)
+    else:
+        assert len(files) == len(partitions), f"{len(files)} files for {len(partitions)} partition values"
+    assert ("SortExec" in plan) == (mode == "range"), plan
 
 
 def test_a_delete_reads_and_rewrites_only_the_files_that_hold_its_rows(cluster):

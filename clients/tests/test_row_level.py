@@ -116,15 +116,23 @@ def test_updated_rows_get_the_partition_values_pyiceberg_computes(cur, catalog, 
         v * 7919 if v % 3 == 0 else v for v in range(1, 51))
 
 
-def test_a_failed_update_leaves_table_and_storage_as_they_were(cur, catalog, events, server):
-    table = catalog.load_table(events)
-    before = (history(catalog, events), rows(cur, events))
-    data_dir = Path(table.location().removeprefix("file://")) / "data"
+def fails_changing_nothing(cur, catalog, table, error, sql):
+    """Runs `sql`, which must fail with `error`, leaving the table's snapshots, rows and
+    stored files as they were."""
+    before = (history(catalog, table), rows(cur, table))
+    data_dir = Path(catalog.load_table(table).location().removeprefix("file://")) / "data"
     stored = sorted(p for p in data_dir.rglob("*") if p.is_file())
-    with pytest.raises(adbc_driver_manager.Error, match="(?i)divide by zero"):
-        cur.execute(f"UPDATE {events} SET id = id / (id - 5) WHERE day = DATE '2024-01-02'")
-    assert (history(catalog, events), rows(cur, events)) == before
+    with pytest.raises(adbc_driver_manager.Error, match=error):
+        cur.execute(sql)
+    assert (history(catalog, table), rows(cur, table)) == before
     assert sorted(p for p in data_dir.rglob("*") if p.is_file()) == stored
+
+
+def test_a_failed_update_or_delete_leaves_table_and_storage_as_they_were(cur, catalog, events):
+    fails_changing_nothing(cur, catalog, events, "(?i)divide by zero",
+                           sql=f"UPDATE {events} SET id = id / (id - 5) WHERE day = DATE '2024-01-02'")
+    fails_changing_nothing(cur, catalog, events, "(?i)divide by zero",
+                           sql=f"DELETE FROM {events} WHERE 10 / (id - 5) > 1")
 
 
 def test_unsupported_forms_are_refused(cur, events, schema):
@@ -189,15 +197,9 @@ def test_a_target_row_matched_twice_is_refused(cur, catalog, events):
 
 
 def test_a_failed_merge_leaves_table_and_storage_as_they_were(cur, catalog, events, upserts):
-    table = catalog.load_table(events)
-    before = (history(catalog, events), rows(cur, events))
-    data_dir = Path(table.location().removeprefix("file://")) / "data"
-    stored = sorted(p for p in data_dir.rglob("*") if p.is_file())
-    with pytest.raises(adbc_driver_manager.Error, match="(?i)divide by zero"):
-        cur.execute(f"MERGE INTO {events} t USING {upserts} s ON t.id = s.id "
-                    f"WHEN MATCHED THEN UPDATE SET id = t.id / (t.id - 1)")
-    assert (history(catalog, events), rows(cur, events)) == before
-    assert sorted(p for p in data_dir.rglob("*") if p.is_file()) == stored
+    fails_changing_nothing(cur, catalog, events, "(?i)divide by zero",
+                           sql=f"MERGE INTO {events} t USING {upserts} s ON t.id = s.id "
+                               f"WHEN MATCHED THEN UPDATE SET id = t.id / (t.id - 1)")
 
 
 def test_merge_names_what_it_cannot_do(cur, events, upserts):

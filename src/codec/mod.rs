@@ -266,6 +266,7 @@ fn encode_write(spec: &WriteSpec) -> Result<proto::WriteNode> {
         format_version: spec.format_version as i32,
         target_file_size_bytes: spec.target_file_size_bytes,
         compression_codec: spec.compression_codec.clone(),
+        clustered: spec.clustered,
     })
 }
 
@@ -286,6 +287,7 @@ fn decode_write(node: proto::WriteNode) -> Result<WriteSpec> {
         format_version,
         target_file_size_bytes: node.target_file_size_bytes,
         compression_codec: node.compression_codec,
+        clustered: node.clustered,
     })
 }
 

@@ -741,32 +741,31 @@ fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-fn as_call(statement: &DfStatement) -> Option<&Function> {
+/// The SQL statement `statement` is, unless it is one of DataFusion's own.
+fn as_sql(statement: &DfStatement) -> Option<&Statement> {
     match statement {
-        DfStatement::Statement(statement) => match statement.as_ref() {
-            Statement::Call(call) => Some(call),
-            _ => None,
-        },
+        DfStatement::Statement(statement) => Some(statement.as_ref()),
+        _ => None,
+    }
+}
+
+fn as_call(statement: &DfStatement) -> Option<&Function> {
+    match as_sql(statement)? {
+        Statement::Call(call) => Some(call),
         _ => None,
     }
 }
 
 fn as_merge(statement: &DfStatement) -> Option<&Merge> {
-    match statement {
-        DfStatement::Statement(statement) => match statement.as_ref() {
-            Statement::Merge(merge) => Some(merge),
-            _ => None,
-        },
+    match as_sql(statement)? {
+        Statement::Merge(merge) => Some(merge),
         _ => None,
     }
 }
 
 fn as_create_table_as(statement: &DfStatement) -> Option<&CreateTable> {
-    match statement {
-        DfStatement::Statement(statement) => match statement.as_ref() {
-            Statement::CreateTable(create) if create.query.is_some() => Some(create),
-            _ => None,
-        },
+    match as_sql(statement)? {
+        Statement::CreateTable(create) if create.query.is_some() => Some(create),
         _ => None,
     }
 }

@@ -18,7 +18,10 @@ use datafusion::physical_plan::ExecutionPlan;
 use iceberg::table::Table;
 
 use super::scan::plan_scan;
-use super::write::{COMPRESSION_CODEC, IcebergWriteExec, TARGET_FILE_SIZE, WriteSpec};
+use super::write::{
+    COMPRESSION_CODEC, DISTRIBUTION_MODE, IcebergWriteExec, TARGET_FILE_SIZE, WriteSpec,
+    distribution_mode,
+};
 use super::write_protocol::{new_write_id, write_location};
 use super::{plan_schema, transforms};
 use crate::catalog::StorageSpec;
@@ -190,6 +193,8 @@ impl TableProvider for IcebergTableProvider {
             .ok()
             .and_then(|mut next| next.take())
             .unwrap_or_else(new_write_id);
+        let (shuffled, clustered) =
+            distribution_mode(property(metadata, DISTRIBUTION_MODE).as_deref())?;
         let spec = WriteSpec {
             table: self.name.clone(),
             schema: metadata.current_schema().clone(),
@@ -203,11 +208,15 @@ impl TableProvider for IcebergTableProvider {
                 .unwrap_or(512 * 1024 * 1024),
             compression_codec: property(metadata, COMPRESSION_CODEC)
                 .unwrap_or_else(|| "zstd".to_string()),
+            clustered,
         };
         if let Ok(mut writes) = self.planned_writes.lock() {
             writes.push(write_id);
         }
-        let input = transforms::with_partition_values(input, &spec.partition_spec, &spec.schema)?;
+        let input = match shuffled {
+            true => transforms::with_partition_values(input, &spec.partition_spec, &spec.schema)?,
+            false => input,
+        };
         Ok(Arc::new(IcebergWriteExec::try_new(input, Arc::new(spec))?))
     }
 }

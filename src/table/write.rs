@@ -9,12 +9,17 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{ArrayRef, Int32Array, RecordBatch, StringArray};
+use datafusion::arrow::compute::SortOptions;
+use datafusion::arrow::compute::kernels::partition::partition;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::{Result as DfResult, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::{
+    EquivalenceProperties, LexRequirement, OrderingRequirements, PhysicalExpr,
+    PhysicalSortRequirement,
+};
 use datafusion::physical_plan::Distribution;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -37,6 +42,7 @@ use iceberg::writer::file_writer::location_generator::{
 };
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::partitioning::PartitioningWriter;
+use iceberg::writer::partitioning::clustered_writer::ClusteredWriter;
 use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
 use iceberg::writer::partitioning::unpartitioned_writer::UnpartitionedWriter;
 
@@ -71,6 +77,10 @@ pub struct WriteSpec {
     pub format_version: FormatVersion,
     pub target_file_size_bytes: u64,
     pub compression_codec: String,
+    /// Each task's rows arrive sorted by partition and are written one partition at a
+    /// time (one open file per task); else each task keeps a file open per partition
+    /// value it sees (fanout).
+    pub clustered: bool,
 }
 
 impl fmt::Debug for WriteSpec {
@@ -156,6 +166,19 @@ impl ExecutionPlan for IcebergWriteExec {
 
     /// One task per partition value: each value's rows go to one file (or one run of
     /// rolled files) instead of one per task.
+    /// Clustered: sorted by partition, so one file is open at a time. A requirement,
+    /// not a sort in the plan, so the optimizer cannot drop it.
+    fn required_input_ordering(&self) -> Vec<Option<OrderingRequirements>> {
+        if !self.spec.clustered {
+            return vec![None];
+        }
+        let by_partition = self
+            .partition_values
+            .iter()
+            .map(|value| PhysicalSortRequirement::new(value.clone(), Some(SortOptions::default())));
+        vec![LexRequirement::new(by_partition).map(OrderingRequirements::new)]
+    }
+
     fn required_input_distribution(&self) -> Vec<Distribution> {
         match self.partition_values.is_empty() {
             true => vec![Distribution::UnspecifiedDistribution],
@@ -261,15 +284,54 @@ async fn write_batches(
             spec.partition_spec.clone(),
         )
         .map_err(iceberg_to_df)?;
-        let mut writer = FanoutWriter::new(builder);
-        while let Some(batch) = input.next().await {
-            let batch = conform_to_table(batch?, table_schema)?;
-            for (key, rows) in splitter.split(&batch).map_err(iceberg_to_df)? {
+        // Clustered needs the partition value columns (a partition source that is not a
+        // top-level column has none: see `transforms::with_partition_values`).
+        let has_values = input.schema().fields().len() > table_schema.fields().len();
+        match spec.clustered && has_values {
+            true => write_clustered(builder, &splitter, table_schema, input).await,
+            false => write_fanout(builder, &splitter, table_schema, input).await,
+        }
+    }
+}
+
+/// A file open per partition value the task sees.
+async fn write_fanout(
+    builder: Builder,
+    splitter: &RecordBatchPartitionSplitter,
+    table_schema: &SchemaRef,
+    mut input: SendableRecordBatchStream,
+) -> DfResult<Vec<DataFile>> {
+    let mut writer = FanoutWriter::new(builder);
+    while let Some(batch) = input.next().await {
+        let batch = conform_to_table(batch?, table_schema)?;
+        for (key, rows) in splitter.split(&batch).map_err(iceberg_to_df)? {
+            writer.write(key, rows).await.map_err(iceberg_to_df)?;
+        }
+    }
+    writer.close().await.map_err(iceberg_to_df)
+}
+
+/// One file open at a time: the input is sorted by its partition value columns (after
+/// the table's), so each run of equal values is one partition, written as it arrives.
+async fn write_clustered(
+    builder: Builder,
+    splitter: &RecordBatchPartitionSplitter,
+    table_schema: &SchemaRef,
+    mut input: SendableRecordBatchStream,
+) -> DfResult<Vec<DataFile>> {
+    let mut writer = ClusteredWriter::new(builder);
+    let first_value = table_schema.fields().len();
+    while let Some(batch) = input.next().await {
+        let batch = batch?;
+        let values = &batch.columns()[first_value.min(batch.num_columns())..];
+        for run in partition(values)?.ranges() {
+            let rows = conform_to_table(batch.slice(run.start, run.len()), table_schema)?;
+            for (key, rows) in splitter.split(&rows).map_err(iceberg_to_df)? {
                 writer.write(key, rows).await.map_err(iceberg_to_df)?;
             }
         }
-        writer.close().await.map_err(iceberg_to_df)
     }
+    writer.close().await.map_err(iceberg_to_df)
 }
 
 /// File locations under the data location, in Hive-style partition directories
@@ -385,12 +447,31 @@ pub const COMPRESSION_CODEC: &str = "write.parquet.compression-codec";
 /// Table property: the size at which a data file is closed and the next one begun.
 pub const TARGET_FILE_SIZE: &str = "write.target-file-size-bytes";
 
+/// How a partitioned write distributes its rows: `hash` (the default: shuffled by
+/// partition, a file open per partition value in each task), `range` (also sorted by
+/// partition within each task, one file open at a time: bounded writer memory for many
+/// partition values) or `none` (written where they are).
+pub const DISTRIBUTION_MODE: &str = "write.distribution-mode";
+
+/// What `write.distribution-mode` asks for: (shuffle by partition, clustered).
+pub fn distribution_mode(value: Option<&str>) -> Result<(bool, bool)> {
+    match value.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("hash") => Ok((true, false)),
+        Some("range") => Ok((true, true)),
+        Some("none") => Ok((false, false)),
+        Some(other) => Err(FloeError::invalid(format!(
+            "table property {DISTRIBUTION_MODE}: '{other}' is not none, hash or range"
+        ))),
+    }
+}
+
 /// Refuses write properties a table could not be written with, so that CREATE TABLE
 /// fails instead of every later INSERT.
 pub fn check_write_properties(properties: &HashMap<String, String>) -> Result<()> {
     if let Some(codec) = properties.get(COMPRESSION_CODEC) {
         writer_properties(codec)?;
     }
+    distribution_mode(properties.get(DISTRIBUTION_MODE).map(String::as_str))?;
     if let Some(size) = properties.get(TARGET_FILE_SIZE)
         && size.parse::<u64>().map_or(true, |size| size == 0)
     {
