@@ -166,6 +166,18 @@ def test_merge_updates_deletes_and_inserts_in_one_snapshot(cur, catalog, events,
     assert history(catalog, events) == ["append", "append", "overwrite"]
 
 
+def test_a_merge_rewrites_only_files_its_target_conditions_allow(cur, catalog, events, upserts):
+    before = files(catalog, events)
+    other_days = {f for f in before if "day=2024-01-01" not in f}
+    assert affected(cur, f"MERGE INTO {events} t USING {upserts} s "
+                         f"ON t.id = s.id AND t.day = DATE '2024-01-01' "
+                         f"WHEN MATCHED THEN UPDATE SET name = 'merged'") == 2
+    after = files(catalog, events)
+    assert other_days <= after and not (before - other_days) & after
+    assert [(r["id"], r["name"]) for r in rows(cur, events) if r["name"] == "merged"] == [(1, "merged"), (2, "merged")]
+    assert pyiceberg_rows(catalog, events) == rows(cur, events)
+
+
 def test_a_merge_that_only_inserts_appends(cur, catalog, events, upserts):
     before = files(catalog, events)
     assert affected(cur, f"MERGE INTO {events} t USING {upserts} s ON t.id = s.id "

@@ -19,18 +19,23 @@
 //! answer, and the check that no target row matches more than one source row (which
 //! would otherwise be written twice); a MERGE that changes nothing commits nothing.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::common::ScalarValue;
-use datafusion::logical_expr::lit;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::logical_expr::simplify::SimplifyContext;
+use datafusion::logical_expr::{LogicalPlan, lit};
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, Ident, Merge, MergeAction, MergeClause, MergeClauseKind, MergeInsertKind,
-    ObjectName, TableFactor,
+    AssignmentTarget, BinaryOperator, Expr, Ident, Merge, MergeAction, MergeClause,
+    MergeClauseKind, MergeInsertKind, ObjectName, TableFactor, visit_expressions,
 };
 
 use super::parse::parse;
 use super::resolve::StatementCatalog;
+use super::row_level::reading;
 use super::{Caller, Engine, Planned, plan_resolved, quoted, rewrite_before_resolving};
 use crate::catalog::DEFAULT_NAMESPACE;
 use crate::error::{FloeError, Result};
@@ -56,6 +61,11 @@ struct MergeSql {
     inserted: Option<String>,
     /// Whether a MATCHED clause may act (so a target row must match at most once).
     has_matched: bool,
+    /// `SELECT * FROM t WHERE …` with the conjuncts of the ON condition that name only
+    /// target columns: target rows it rules out match nothing, so the files that hold
+    /// none of its rows need no rewrite. `None` if there are no such conjuncts, or a NOT
+    /// MATCHED BY SOURCE clause acts on unmatched target rows wherever they are.
+    target_filter: Option<String>,
 }
 
 /// The target's and source's names in the statement.
@@ -198,6 +208,19 @@ impl MergeSql {
             .clauses
             .iter()
             .any(|c| c.clause_kind == MergeClauseKind::Matched);
+        let by_source = merge
+            .clauses
+            .iter()
+            .any(|c| c.clause_kind == MergeClauseKind::NotMatchedBySource);
+        let on_target = target_only_conjuncts(&merge.on, &sides.target_alias);
+        let target_filter = (!by_source && !on_target.is_empty()).then(|| {
+            format!(
+                "SELECT * FROM {} AS {} WHERE {}",
+                sides.target,
+                sides.target_alias,
+                join(on_target.iter(), " AND ")
+            )
+        });
         let on = &merge.on;
         let target_join = format!(
             "{} LEFT JOIN {} ON {on}",
@@ -266,8 +289,47 @@ impl MergeSql {
             target_rows: format!("SELECT count(*) FROM {}", sides.target),
             inserted: inserts.map(|_| format!("SELECT count(*) FROM {source_join}")),
             has_matched,
+            target_filter,
         })
     }
+}
+
+/// The conjuncts of `on` whose every column is `alias.column` (a target column), as SQL.
+fn target_only_conjuncts(on: &Expr, alias: &str) -> Vec<String> {
+    let mut conjuncts = Vec::new();
+    let mut stack = vec![on];
+    while let Some(expr) = stack.pop() {
+        match expr {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And,
+                right,
+            } => stack.extend([right.as_ref(), left.as_ref()]),
+            Expr::Nested(inner) => stack.push(inner),
+            expr if names_only_target(expr, alias) => conjuncts.push(format!("({expr})")),
+            _ => {}
+        }
+    }
+    conjuncts
+}
+
+fn names_only_target(expr: &Expr, alias: &str) -> bool {
+    let mut columns = 0;
+    let flow = visit_expressions(expr, |e| match e {
+        Expr::CompoundIdentifier(parts)
+            if parts.len() == 2 && parts[0].value.eq_ignore_ascii_case(alias) =>
+        {
+            columns += 1;
+            ControlFlow::Continue(())
+        }
+        Expr::Identifier(_)
+        | Expr::CompoundIdentifier(_)
+        | Expr::Subquery(_)
+        | Expr::Exists { .. }
+        | Expr::InSubquery { .. } => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    });
+    flow.is_continue() && columns > 0
 }
 
 /// `a OR b OR …`; `FALSE` for none.
@@ -463,11 +525,22 @@ impl Engine {
         if changed == 0 {
             return Ok(0);
         }
+        let mut dml = dml;
         let how = if sql.rewrites {
             let provider = catalog
                 .provider(&dml.table_name, DEFAULT_NAMESPACE)
                 .ok_or_else(|| FloeError::internal("MERGE target was not resolved"))?;
-            let files = provider.files_matching(&lit(true)).await?;
+            let filter = match &sql.target_filter {
+                Some(text) => self.filter_of(&ctx, &catalog, caller, text, params).await?,
+                None => lit(true),
+            };
+            let files = provider.files_matching(&filter).await?;
+            let restricted = provider.restricted_to(files.clone())?;
+            dml.input = Arc::new(reading(
+                Arc::unwrap_or_clone(dml.input),
+                &provider,
+                restricted,
+            )?);
             WriteCommit::Overwrite(Overwrite::of(Removal::Files(files)))
         } else {
             WriteCommit::Append
@@ -475,6 +548,32 @@ impl Engine {
         self.run_write(&ctx, dml, &catalog, &how, &|| Ok(()))
             .await?;
         Ok(changed)
+    }
+
+    /// The condition of `SELECT * FROM t WHERE …`, planned on the statement's context and
+    /// tables, with its constants folded.
+    async fn filter_of(
+        &self,
+        ctx: &Arc<SessionContext>,
+        catalog: &Arc<StatementCatalog>,
+        caller: &Caller,
+        text: &str,
+        params: &[ScalarValue],
+    ) -> Result<datafusion::logical_expr::Expr> {
+        let mut statement = parse(text)?;
+        rewrite_before_resolving(&mut statement)?;
+        let (plan, _) = plan_resolved(ctx, catalog, caller, statement, params).await?;
+        let mut filter = None;
+        plan.apply(|node| {
+            if let LogicalPlan::Filter(found) = node {
+                filter = Some(found.predicate.clone());
+                return Ok(TreeNodeRecursion::Stop);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        let filter = filter.ok_or_else(|| FloeError::internal("MERGE: no filter planned"))?;
+        let context = SimplifyContext::default().with_current_time();
+        Ok(ExprSimplifier::new(context).simplify(filter)?)
     }
 
     /// Runs `SELECT count(*) …` (one row of counts) on the statement's context and

@@ -265,7 +265,11 @@ impl Engine {
         let restricted = provider
             .restricted_to(chosen.files.clone())?
             .with_max_scan_partitions(tasks);
-        dml.input = Arc::new(reading(Arc::unwrap_or_clone(dml.input), restricted)?);
+        dml.input = Arc::new(reading(
+            Arc::unwrap_or_clone(dml.input),
+            &provider,
+            restricted,
+        )?);
         let rewritten = chosen.files.len() as u64;
         let how = WriteCommit::Overwrite(Overwrite {
             operation: Operation::Replace,

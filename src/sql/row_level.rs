@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, ScalarValue};
-use datafusion::datasource::provider_as_source;
+use datafusion::datasource::{provider_as_source, source_as_provider};
 use datafusion::functions_aggregate::count::count_all;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::simplify::SimplifyContext;
@@ -120,15 +120,19 @@ impl RowLevel {
     }
 }
 
-/// `plan` with its table scans reading through `provider` instead (the statement's
-/// table restricted to some files).
-pub(super) fn reading(plan: LogicalPlan, provider: IcebergTableProvider) -> Result<LogicalPlan> {
-    let source = provider_as_source(Arc::new(provider));
+/// `plan` with its scans of `table` reading through `restricted` instead (the table
+/// restricted to some files); scans of other tables stay.
+pub(super) fn reading(
+    plan: LogicalPlan,
+    table: &Arc<IcebergTableProvider>,
+    restricted: IcebergTableProvider,
+) -> Result<LogicalPlan> {
+    let restricted = provider_as_source(Arc::new(restricted));
     let replaced = plan.transform_up(|node| match node {
-        LogicalPlan::TableScan(scan) => {
+        LogicalPlan::TableScan(scan) if scans(&scan, table) => {
             let scan = TableScan::try_new(
                 scan.table_name,
-                source.clone(),
+                restricted.clone(),
                 scan.projection,
                 scan.filters,
                 scan.fetch,
@@ -138,6 +142,11 @@ pub(super) fn reading(plan: LogicalPlan, provider: IcebergTableProvider) -> Resu
         node => Ok(Transformed::no(node)),
     })?;
     Ok(replaced.data)
+}
+
+fn scans(scan: &TableScan, table: &Arc<IcebergTableProvider>) -> bool {
+    source_as_provider(&scan.source)
+        .is_ok_and(|provider| std::ptr::addr_eq(Arc::as_ptr(&provider), Arc::as_ptr(table)))
 }
 
 /// A table scan, possibly under an alias.
@@ -177,6 +186,7 @@ impl Engine {
         }
         let source = reading(
             statement.source.clone(),
+            &provider,
             provider.restricted_to(files.clone())?,
         )?;
         let insert = DmlStatement::new(
