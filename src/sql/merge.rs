@@ -12,9 +12,9 @@
 //! - `UNION ALL` the source rows no target row matches, as the INSERT clauses make
 //!   them,
 //!
-//! committed as a copy-on-write overwrite of every data file of the target's snapshot
-//! (`Removal::Files`: a file removed by a concurrent commit makes the statement
-//! `ABORTED`). A MERGE with only INSERT clauses appends the inserted rows and rewrites
+//! committed as a copy-on-write overwrite of the target's data files (`Removal::Files`:
+//! a file removed by a concurrent commit makes the statement `ABORTED`): the files the
+//! ON condition's conjuncts on target columns alone may match, or all of them. A MERGE with only INSERT clauses appends the inserted rows and rewrites
 //! nothing. Jobs count what the statement changes before it writes: the statement's
 //! answer, and the check that no target row matches more than one source row (which
 //! would otherwise be written twice); a MERGE that changes nothing commits nothing.
