@@ -102,6 +102,10 @@ def with_deletes(cur, catalog, schema):
     return name
 
 
+def delete_files(catalog, table):
+    return len(catalog.load_table(table).inspect.delete_files())
+
+
 def ids(cur, table):
     return [r["id"] for r in query(cur, f"SELECT id FROM {table} ORDER BY id").to_pylist()]
 
@@ -115,10 +119,13 @@ def test_position_deletes_of_others_are_applied(cur, catalog, with_deletes):
 
 
 def test_rewrites_apply_the_deletes_of_others(cur, catalog, with_deletes):
+    assert delete_files(catalog, with_deletes) == 1
     cur.execute(f"DELETE FROM {with_deletes} WHERE id = 0")
     assert cur.fetchall() == [(1,)]
     assert ids(cur, with_deletes) == [2, 4, 5, 6, 7, 9]
     assert sorted(catalog.load_table(with_deletes).scan().to_arrow()["id"].to_pylist()) == [2, 4, 5, 6, 7, 9]
+    # The delete file applied to the rewritten file only: it went with it.
+    assert delete_files(catalog, with_deletes) == 0
 
     cur.execute(f"INSERT INTO {with_deletes} VALUES (20, 'x')")
     table = catalog.load_table(with_deletes)
@@ -131,3 +138,6 @@ def test_rewrites_apply_the_deletes_of_others(cur, catalog, with_deletes):
     assert (rewritten, added) == (2, 1)
     assert ids(cur, with_deletes) == before
     assert sorted(catalog.load_table(with_deletes).scan().to_arrow()["id"].to_pylist()) == before
+    assert delete_files(catalog, with_deletes) == 0
+    summary = catalog.load_table(with_deletes).current_snapshot().summary
+    assert summary["removed-delete-files"] == "1"

@@ -8,6 +8,7 @@
 //! OVERWRITE), the files of the partitions written (dynamic partition overwrite), or
 //! exactly given files (copy-on-write DELETE/UPDATE).
 //!
+//! Delete files go too when every data file they could apply to goes ([`KeptData`]).
 //! Manifests that lose no file are kept as they are; a manifest that loses files is
 //! rewritten with the files it keeps as `EXISTING` and the removed ones as `DELETED`
 //! (so the snapshot records what it removed, as Java and pyiceberg do). Totals in the
@@ -26,10 +27,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestEntry,
-    ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Operation,
-    PartitionSpec, Schema, SchemaRef, Snapshot, SnapshotReference, SnapshotRetention, Struct,
-    Summary, TableMetadata,
+    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, Manifest, ManifestContentType,
+    ManifestEntry, ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder,
+    Operation, PartitionSpec, Schema, SchemaRef, Snapshot, SnapshotReference, SnapshotRetention,
+    Struct, Summary, TableMetadata,
 };
 use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
@@ -232,18 +233,25 @@ async fn write_snapshot(
     let mut found = HashSet::new();
     if let Some(current) = table.metadata().current_snapshot() {
         let list = table.manifest_list_reader(current).load().await?;
+        let mut manifests = Vec::new();
         for manifest_file in list.entries() {
             let manifest = manifest_file.load_manifest(table.file_io()).await?;
+            manifests.push((manifest_file, manifest));
+        }
+        let live_data = KeptData::of(&manifests, &removes);
+        for (manifest_file, manifest) in &manifests {
+            let spec_id = manifest_file.partition_spec_id;
             let live = manifest
                 .entries()
                 .iter()
                 .map(AsRef::as_ref)
                 .filter(|e| e.is_alive());
-            let (gone, kept): (Vec<&ManifestEntry>, Vec<&ManifestEntry>) =
-                live.partition(|e| removes.matches(manifest_file.partition_spec_id, e));
+            let (gone, kept): (Vec<&ManifestEntry>, Vec<&ManifestEntry>) = live.partition(|e| {
+                removes.matches(spec_id, e) || !live_data.may_need(spec_id, e, writer.target)
+            });
             kept.iter().for_each(|e| totals.add(e.data_file()));
             if gone.is_empty() {
-                writer.manifests.push(manifest_file.clone());
+                writer.manifests.push((*manifest_file).clone());
                 continue;
             }
             for entry in &gone {
@@ -274,6 +282,52 @@ async fn write_snapshot(
         ..summary
     };
     Ok((writer.finish(summary).await?, added_counts.data_records))
+}
+
+/// The partitions that keep live data files after the removal, by partition spec:
+/// a delete file applies only to data files of its partition (or, in an unpartitioned
+/// spec, to any), and to none of the files the overwrite adds (their sequence number is
+/// higher), so one whose data files all go is removed with them.
+struct KeptData {
+    partitions: HashSet<(i32, Struct)>,
+    any: bool,
+}
+
+impl KeptData {
+    fn of(manifests: &[(&ManifestFile, Manifest)], removes: &Removes) -> Self {
+        let mut kept = Self {
+            partitions: HashSet::new(),
+            any: false,
+        };
+        for (manifest_file, manifest) in manifests {
+            let spec_id = manifest_file.partition_spec_id;
+            for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+                if entry.content_type() == DataContentType::Data && !removes.matches(spec_id, entry)
+                {
+                    kept.any = true;
+                    kept.partitions
+                        .insert((spec_id, entry.data_file().partition().clone()));
+                }
+            }
+        }
+        kept
+    }
+
+    /// Whether `entry` (of a manifest of spec `spec_id`) may still apply to a data file.
+    fn may_need(&self, spec_id: i32, entry: &ManifestEntry, target: &TableMetadata) -> bool {
+        if entry.content_type() == DataContentType::Data {
+            return true;
+        }
+        let unpartitioned = target
+            .partition_spec_by_id(spec_id)
+            .is_none_or(|spec| spec.is_unpartitioned());
+        match unpartitioned {
+            true => self.any,
+            false => self
+                .partitions
+                .contains(&(spec_id, entry.data_file().partition().clone())),
+        }
+    }
 }
 
 /// Decides whether a live entry of the current snapshot is removed.
