@@ -63,7 +63,7 @@ impl IcebergTableProvider {
     }
 
     /// A provider of the same table (same snapshot) whose scans read only `files`:
-    /// what a copy-on-write DELETE or UPDATE rewrites.
+    /// what a copy-on-write rewrite (DELETE, UPDATE, MERGE, compaction) reads.
     pub fn restricted_to(&self, files: HashSet<String>) -> Result<Self> {
         let mut restricted = Self::try_new(self.table.clone())?;
         restricted.only_files = Some(Arc::new(files));
