@@ -105,18 +105,20 @@ def test_a_scan_of_many_files_reaches_executors_group_by_group(cluster, tmp_path
     assert set(reads.values()) == {1}, "every file read exactly once"
 
 
-@pytest.mark.parametrize("mode", ["hash", "range", "none"])
-def test_a_partitioned_insert_writes_one_file_per_partition_value(cluster, mode):
+@pytest.mark.parametrize("mode, fanout", [("hash", "false"), ("hash", "true"), ("range", "false"),
+                                          ("none", "false")])
+def test_a_partitioned_insert_writes_one_file_per_partition_value(cluster, mode, fanout):
     """Rows are hash-distributed on their partition values before the write (`hash`, the
-    default; `range` also sorts them in each task and keeps one file open at a time),
-    so each value is written by one task, whatever the number of tasks and source
-    files; `none` writes rows where they are."""
+    default, and `range`) and sorted by them in each task, which keeps one file open at a
+    time (unless fanout is asked for); so each value is written by one task, whatever the
+    number of tasks and source files. `none` writes rows where they are."""
     server, _ = cluster
     events_table(server, "source", tags=FILES)  # 8 files, ids 0..7999
     with server.connect() as conn, conn.cursor() as cur:
         cur.execute("CREATE TABLE source.daily (id BIGINT, day DATE, bucketed BIGINT) "
                     "PARTITIONED BY (day(day), bucket(4, bucketed)) "
-                    f"TBLPROPERTIES ('write.distribution-mode' = '{mode}')")
+                    f"TBLPROPERTIES ('write.distribution-mode' = '{mode}', "
+                    f"'write.spark.fanout.enabled' = '{fanout}')")
         cur.execute("INSERT INTO source.daily SELECT id, DATE '2024-01-01' + CAST(id % 10 AS INT), "
                     "id % 3 FROM source.events")
         got = query(cur, "SELECT count(*) AS n, count(DISTINCT day) AS days FROM source.daily").to_pylist()
@@ -132,7 +134,7 @@ def test_a_partitioned_insert_writes_one_file_per_partition_value(cluster, mode)
         assert len(files) > len(partitions)
     else:
         assert len(files) == len(partitions), f"{len(files)} files for {len(partitions)} partition values"
-    assert ("SortExec" in plan) == (mode == "range"), plan
+    assert ("SortExec" in plan) == (mode != "none" and fanout == "false"), plan
 
 
 def test_a_delete_reads_and_rewrites_only_the_files_that_hold_its_rows(cluster):

@@ -19,8 +19,7 @@ use iceberg::table::Table;
 
 use super::scan::plan_scan;
 use super::write::{
-    COMPRESSION_CODEC, DISTRIBUTION_MODE, IcebergWriteExec, TARGET_FILE_SIZE, WriteSpec,
-    distribution_mode,
+    COMPRESSION_CODEC, IcebergWriteExec, TARGET_FILE_SIZE, WriteSpec, distribution_mode,
 };
 use super::write_protocol::{new_write_id, write_location};
 use super::{plan_schema, transforms};
@@ -193,8 +192,7 @@ impl TableProvider for IcebergTableProvider {
             .ok()
             .and_then(|mut next| next.take())
             .unwrap_or_else(new_write_id);
-        let (shuffled, clustered) =
-            distribution_mode(property(metadata, DISTRIBUTION_MODE).as_deref())?;
+        let (shuffled, clustered) = distribution_mode(metadata.properties())?;
         let spec = WriteSpec {
             table: self.name.clone(),
             schema: metadata.current_schema().clone(),

@@ -447,17 +447,38 @@ pub const COMPRESSION_CODEC: &str = "write.parquet.compression-codec";
 /// Table property: the size at which a data file is closed and the next one begun.
 pub const TARGET_FILE_SIZE: &str = "write.target-file-size-bytes";
 
-/// How a partitioned write distributes its rows: `hash` (the default: shuffled by
-/// partition, a file open per partition value in each task), `range` (also sorted by
-/// partition within each task, one file open at a time: bounded writer memory for many
-/// partition values) or `none` (written where they are).
+/// How a partitioned write distributes its rows: `hash` (the default) shuffles them by
+/// partition and sorts them by partition within each task, which then has one file open
+/// at a time (Spark's default too); `range` does the same in Floe (no range shuffle by
+/// sort order yet); `none` writes rows where they are, each task keeping a file open per
+/// partition value it sees (fanout).
 pub const DISTRIBUTION_MODE: &str = "write.distribution-mode";
 
-/// What `write.distribution-mode` asks for: (shuffle by partition, clustered).
-pub fn distribution_mode(value: Option<&str>) -> Result<(bool, bool)> {
-    match value.map(str::to_ascii_lowercase).as_deref() {
-        None | Some("hash") => Ok((true, false)),
-        Some("range") => Ok((true, true)),
+/// `true`: hash-distributed writes skip the sort and keep a file open per partition
+/// value instead (Spark's name for it).
+pub const FANOUT_ENABLED: &str = "write.spark.fanout.enabled";
+
+/// What the table's properties ask of a write: (shuffle by partition, clustered).
+pub fn distribution_mode(properties: &HashMap<String, String>) -> Result<(bool, bool)> {
+    let fanout = match properties
+        .get(FANOUT_ENABLED)
+        .map(|v| v.to_ascii_lowercase())
+    {
+        None => false,
+        Some(v) if v == "true" => true,
+        Some(v) if v == "false" => false,
+        Some(other) => {
+            return Err(FloeError::invalid(format!(
+                "table property {FANOUT_ENABLED}: '{other}' is not true or false"
+            )));
+        }
+    };
+    match properties
+        .get(DISTRIBUTION_MODE)
+        .map(|v| v.to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("hash") | Some("range") => Ok((true, !fanout)),
         Some("none") => Ok((false, false)),
         Some(other) => Err(FloeError::invalid(format!(
             "table property {DISTRIBUTION_MODE}: '{other}' is not none, hash or range"
@@ -465,13 +486,11 @@ pub fn distribution_mode(value: Option<&str>) -> Result<(bool, bool)> {
     }
 }
 
-/// Refuses write properties a table could not be written with, so that CREATE TABLE
-/// fails instead of every later INSERT.
 pub fn check_write_properties(properties: &HashMap<String, String>) -> Result<()> {
     if let Some(codec) = properties.get(COMPRESSION_CODEC) {
         writer_properties(codec)?;
     }
-    distribution_mode(properties.get(DISTRIBUTION_MODE).map(String::as_str))?;
+    distribution_mode(properties)?;
     if let Some(size) = properties.get(TARGET_FILE_SIZE)
         && size.parse::<u64>().map_or(true, |size| size == 0)
     {
