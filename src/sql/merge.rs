@@ -24,9 +24,7 @@ use std::sync::Arc;
 
 use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{LogicalPlan, lit};
-use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, BinaryOperator, Expr, Ident, Merge, MergeAction, MergeClause,
@@ -35,7 +33,7 @@ use datafusion::sql::sqlparser::ast::{
 
 use super::parse::parse;
 use super::resolve::StatementCatalog;
-use super::row_level::reading;
+use super::row_level::{fold_constants, reading};
 use super::{Caller, Engine, Planned, plan_resolved, quoted, rewrite_before_resolving};
 use crate::catalog::DEFAULT_NAMESPACE;
 use crate::error::{FloeError, Result};
@@ -560,20 +558,19 @@ impl Engine {
         text: &str,
         params: &[ScalarValue],
     ) -> Result<datafusion::logical_expr::Expr> {
-        let mut statement = parse(text)?;
-        rewrite_before_resolving(&mut statement)?;
-        let (plan, _) = plan_resolved(ctx, catalog, caller, statement, params).await?;
+        let plan = plan_sql(ctx, catalog, caller, text, params).await?;
         let mut filter = None;
         plan.apply(|node| {
             if let LogicalPlan::Filter(found) = node {
-                filter = Some(found.predicate.clone());
+                filter = Some(fold_constants(
+                    found.predicate.clone(),
+                    found.input.schema().clone(),
+                ));
                 return Ok(TreeNodeRecursion::Stop);
             }
             Ok(TreeNodeRecursion::Continue)
         })?;
-        let filter = filter.ok_or_else(|| FloeError::internal("MERGE: no filter planned"))?;
-        let context = SimplifyContext::default().with_current_time();
-        Ok(ExprSimplifier::new(context).simplify(filter)?)
+        filter.ok_or_else(|| FloeError::internal("MERGE: no filter planned"))?
     }
 
     /// Runs `SELECT count(*) …` (one row of counts) on the statement's context and
@@ -586,9 +583,22 @@ impl Engine {
         text: &str,
         params: &[ScalarValue],
     ) -> Result<Vec<u64>> {
-        let mut statement = parse(text)?;
-        rewrite_before_resolving(&mut statement)?;
-        let (plan, _) = plan_resolved(ctx, catalog, caller, statement, params).await?;
+        let plan = plan_sql(ctx, catalog, caller, text, params).await?;
         self.counts(ctx, catalog, plan).await
     }
+}
+
+/// Plans `text` on the statement's context and tables (so it reads their snapshots).
+async fn plan_sql(
+    ctx: &SessionContext,
+    catalog: &StatementCatalog,
+    caller: &Caller,
+    text: &str,
+    params: &[ScalarValue],
+) -> Result<LogicalPlan> {
+    let mut statement = parse(text)?;
+    rewrite_before_resolving(&mut statement)?;
+    Ok(plan_resolved(ctx, catalog, caller, statement, params)
+        .await?
+        .0)
 }

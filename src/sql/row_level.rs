@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, ScalarValue};
+use datafusion::common::{Column, DFSchemaRef, ScalarValue};
 use datafusion::datasource::{provider_as_source, source_as_provider};
 use datafusion::functions_aggregate::count::count_all;
 use datafusion::logical_expr::dml::InsertOp;
@@ -70,12 +70,8 @@ impl RowLevel {
                  not supported"
             )));
         }
-        // Once, here: constants folded (a `DATE '…'` literal is a cast until then, which
-        // Iceberg cannot prune with), and `now()` the same for every step.
-        let context = SimplifyContext::default()
-            .with_schema(source.schema().clone())
-            .with_current_time();
-        let predicate = ExprSimplifier::new(context).simplify(predicate)?;
+        // Once, here: `now()` is the same for every step.
+        let predicate = fold_constants(predicate, source.schema().clone())?;
         Ok(Self {
             predicate,
             source: source.clone(),
@@ -147,6 +143,15 @@ pub(super) fn reading(
 fn scans(scan: &TableScan, table: &Arc<IcebergTableProvider>) -> bool {
     source_as_provider(&scan.source)
         .is_ok_and(|provider| std::ptr::addr_eq(Arc::as_ptr(&provider), Arc::as_ptr(table)))
+}
+
+/// `expr` with its constants folded: a `DATE '…'` literal is a cast until then, which
+/// Iceberg cannot prune with. `now()` is now.
+pub(super) fn fold_constants(expr: Expr, schema: DFSchemaRef) -> Result<Expr> {
+    let context = SimplifyContext::default()
+        .with_schema(schema)
+        .with_current_time();
+    Ok(ExprSimplifier::new(context).simplify(expr)?)
 }
 
 /// A table scan, possibly under an alias.
