@@ -23,6 +23,7 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
         scheduler_addr: config.scheduler_addr,
         catalog_name: config.catalog.name.clone(),
         target_partitions: config.target_partitions,
+        executor_wait: config.executor_wait,
     })
     .await?;
     let executors = (0..config.local_executors)

@@ -3,7 +3,10 @@ executors plus two `floe executor` processes; both executors read files, and eve
 data file of the table is read exactly once."""
 
 import re
+import time
 from collections import Counter
+
+import adbc_driver_manager
 
 import pyarrow as pa
 import pytest
@@ -229,3 +232,24 @@ def test_explain_analyze_shows_each_stage_where_it_ran_and_what_it_read(cluster)
     final = rows[titles[-1]]
     assert "reads stage" in final.splitlines()[0]
     assert re.search(r"output_rows=3\b", final), final
+
+
+def test_without_executors_a_statement_fails_unavailable_then_recovers(tmp_path):
+    """Ballista keeps a job waiting for executors forever; Floe fails it after
+    `executor_wait_secs` and runs the next statement once an executor is back."""
+    server = Server(tmp_path / "data", ["--local-executors", "0", "--executor-wait-secs", "2"])
+    try:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE waiting (a INT)")
+            started = time.monotonic()
+            with pytest.raises(adbc_driver_manager.Error, match=r"no executor.*\(Unavailable;"):
+                cur.execute("INSERT INTO waiting VALUES (1)")
+            assert time.monotonic() - started < 15
+            executor = server.start_executor(tmp_path / "executor.log")
+            try:
+                cur.execute("INSERT INTO waiting VALUES (2)")
+                assert query(cur, "SELECT a FROM waiting").to_pylist() == [{"a": 2}]
+            finally:
+                executor.stop()
+    finally:
+        server.stop()

@@ -143,12 +143,18 @@ impl Cluster {
 
     /// Waits for the job's final status.
     async fn final_status(&self, job: &mut Submitted) -> Result<Option<job_status::Status>> {
-        while let Some(update) = job.status.recv().await {
-            if is_final(&update.status) {
-                return Ok(update.status);
+        let mut watch = ExecutorWatch::default();
+        let mut tick = tokio::time::interval(EXECUTOR_CHECK);
+        loop {
+            tokio::select! {
+                update = job.status.recv() => match update {
+                    Some(update) if is_final(&update.status) => return Ok(update.status),
+                    Some(_) => {}
+                    None => return self.job_status(&job.job_id).await,
+                },
+                _ = tick.tick() => watch.check(self).await?,
             }
         }
-        self.job_status(&job.job_id).await
     }
 
     /// Where a finished job's result partitions are, in partition order; or its error.
@@ -241,6 +247,35 @@ impl Cluster {
             .await
             .map_err(|e| FloeError::internal(e.to_string()))?
             .and_then(|s| s.status))
+    }
+}
+
+/// How often a running job checks that some executor is alive.
+const EXECUTOR_CHECK: Duration = Duration::from_secs(1);
+
+/// Fails a job that has had no executor for longer than `executor_wait_secs`: Ballista
+/// would keep it waiting for one forever (it also drops an executor a task could not
+/// be launched on).
+#[derive(Default)]
+struct ExecutorWatch {
+    none_since: Option<Instant>,
+}
+
+impl ExecutorWatch {
+    async fn check(&mut self, cluster: &Cluster) -> Result<()> {
+        if cluster.registered_executors().await > 0 {
+            self.none_since = None;
+            return Ok(());
+        }
+        let since = *self.none_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < cluster.executor_wait {
+            return Ok(());
+        }
+        Err(FloeError::unavailable(format!(
+            "no executor has been alive for {} s (executor_wait_secs); the statement was \
+             cancelled",
+            cluster.executor_wait.as_secs()
+        )))
     }
 }
 
@@ -395,6 +430,8 @@ impl ResultStream {
         let remote_poll = tokio::time::sleep(remote_delay);
         tokio::pin!(remote_poll);
         let remote_executors = self.cluster.has_remote_executors().await;
+        let mut watch = ExecutorWatch::default();
+        let mut executor_tick = tokio::time::interval(EXECUTOR_CHECK);
         let status = loop {
             tokio::select! {
                 biased;
@@ -412,6 +449,7 @@ impl ResultStream {
                         reading.push(batches);
                     }
                 }
+                _ = executor_tick.tick() => watch.check(&self.cluster).await?,
                 _ = sleep_until(deadline), if deadline.is_some() => {
                     let limit = deadline.map(|(_, limit)| limit).unwrap_or_default();
                     return Err(FloeError::statement_timeout(limit));

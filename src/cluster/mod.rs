@@ -55,12 +55,17 @@ pub struct Cluster {
     local_results: Arc<result_files::LocalResultFiles>,
     /// Where finished jobs' execution graphs are kept (for EXPLAIN ANALYZE).
     job_state: Arc<dyn JobState>,
+    /// Longest a running job waits while no executor is alive.
+    executor_wait: Duration,
 }
 
 pub struct ClusterOptions {
     pub scheduler_addr: SocketAddr,
     pub catalog_name: String,
     pub target_partitions: usize,
+    /// Longest a running job waits while no executor is alive before its statement
+    /// fails with `UNAVAILABLE`.
+    pub executor_wait: Duration,
 }
 
 /// The session settings every statement starts from.
@@ -131,6 +136,7 @@ impl Cluster {
             scheduler_addr: addr,
             local_results: Arc::default(),
             job_state,
+            executor_wait: options.executor_wait,
         })
     }
 
@@ -162,7 +168,7 @@ impl Cluster {
         }
     }
 
-    async fn registered_executors(&self) -> usize {
+    pub(crate) async fn registered_executors(&self) -> usize {
         self.scheduler
             .state
             .executor_manager

@@ -24,6 +24,7 @@ pub struct FileConfig {
     pub executor_memory_mb: Option<u64>,
     pub target_partitions: Option<usize>,
     pub statement_timeout_secs: Option<u64>,
+    pub executor_wait_secs: Option<u64>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub tls_client_ca: Option<PathBuf>,
@@ -121,6 +122,10 @@ pub struct ServeArgs {
     /// Longest a statement's job may run, in seconds (default 0: no limit).
     #[arg(long, env = "FLOE_STATEMENT_TIMEOUT_SECS")]
     pub statement_timeout_secs: Option<u64>,
+    /// How long a running statement waits while no executor is alive before it fails
+    /// with UNAVAILABLE, in seconds (default 30).
+    #[arg(long, env = "FLOE_EXECUTOR_WAIT_SECS")]
+    pub executor_wait_secs: Option<u64>,
     /// PEM certificate chain: serve Flight SQL over TLS (with --tls-key).
     #[arg(long, env = "FLOE_TLS_CERT")]
     pub tls_cert: Option<PathBuf>,
@@ -227,6 +232,8 @@ pub struct ServeConfig {
     pub target_partitions: usize,
     /// Longest a statement's job may run; `None`: no limit.
     pub statement_timeout: Option<Duration>,
+    /// Longest a running statement waits while no executor is alive.
+    pub executor_wait: Duration,
     pub catalog: CatalogConfig,
     /// `None`: authentication is off (only allowed on a loopback address).
     pub auth: Option<AuthConfig>,
@@ -290,6 +297,12 @@ impl ServeConfig {
             .or(file.statement_timeout_secs)
             .filter(|secs| *secs > 0)
             .map(Duration::from_secs);
+        let executor_wait = Duration::from_secs(positive(
+            "executor_wait_secs",
+            args.executor_wait_secs
+                .or(file.executor_wait_secs)
+                .unwrap_or(30) as usize,
+        )? as u64);
 
         let kind = match args
             .catalog_type
@@ -372,6 +385,7 @@ impl ServeConfig {
             executor_memory,
             target_partitions,
             statement_timeout,
+            executor_wait,
             catalog: CatalogConfig {
                 kind,
                 name,
