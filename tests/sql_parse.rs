@@ -249,6 +249,11 @@ fn spark_alter_table_forms_are_read_by_floe() {
     assert_eq!(form("ALTER TABLE t ADD COLUMN c INT"), None);
     assert_eq!(form("ALTER TABLE t DROP PARTITION (p = 1)"), None);
     assert_eq!(form("SELECT 1"), None);
+    // Comments before ALTER are skipped as the parser skips them.
+    assert!(matches!(
+        form("-- tag it\n/* now */ ALTER TABLE t CREATE TAG v2"),
+        Some(AlterForm::Ref(_))
+    ));
     let bad = parse_alter_form("ALTER TABLE t CREATE TAG x RETAIN 3 WEEKS").expect_err("invalid");
     assert_eq!(bad.kind, ErrorKind::InvalidArgument);
 }

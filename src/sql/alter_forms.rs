@@ -61,6 +61,10 @@ type Parsed<T> = std::result::Result<T, ParserError>;
 
 /// The statement `sql` is, if it is one of this module's forms.
 pub fn parse_alter_form(sql: &str) -> Result<Option<AlterForm>> {
+    // Every statement passes here: only an ALTER is tokenized.
+    if !starts_with_alter(sql) {
+        return Ok(None);
+    }
     let dialect = FloeDialect::default();
     let mut parser = Parser::new(&dialect)
         .try_with_sql(sql)
@@ -84,6 +88,22 @@ pub fn parse_alter_form(sql: &str) -> Result<Option<AlterForm>> {
     parsed
         .map(Some)
         .map_err(|e| FloeError::invalid(format!("SQL error: {e}")))
+}
+
+/// Whether the first word of `sql`, after blanks and comments, is ALTER.
+fn starts_with_alter(mut sql: &str) -> bool {
+    loop {
+        sql = sql.trim_start();
+        if let Some(rest) = sql.strip_prefix("--") {
+            sql = rest.split_once('\n').map_or("", |(_, after)| after);
+        } else if let Some(rest) = sql.strip_prefix("/*") {
+            sql = rest.split_once("*/").map_or("", |(_, after)| after);
+        } else {
+            return sql
+                .get(..5)
+                .is_some_and(|w| w.eq_ignore_ascii_case("alter"));
+        }
+    }
 }
 
 /// How a form starts, once it is sure to be one.

@@ -483,23 +483,24 @@ impl Engine {
             .collect();
         let sql = MergeSql::build(merge, &columns)?;
         let (catalog, planned, _) = self.plan(caller, parse(&sql.write)?, params).await?;
-        let Planned::Write(ctx, dml) = planned else {
+        let Planned::Write(ctx, mut dml) = planned else {
             return Err(FloeError::internal("MERGE planned as a query"));
+        };
+        let scope = Scope {
+            ctx: &ctx,
+            catalog: &catalog,
+            caller,
+            params,
         };
         let mut changed = 0;
         if sql.rewrites {
-            let [joined, changed_rows] = self
-                .count_sql(&ctx, &catalog, caller, &sql.target_counts, params)
-                .await?[..]
+            let [joined, changed_rows] = self.count_sql(&scope, &sql.target_counts).await?[..]
             else {
                 return Err(FloeError::internal(
                     "MERGE: the target counts have two columns",
                 ));
             };
-            let [target_rows] = self
-                .count_sql(&ctx, &catalog, caller, &sql.target_rows, params)
-                .await?[..]
-            else {
+            let [target_rows] = self.count_sql(&scope, &sql.target_rows).await?[..] else {
                 return Err(FloeError::internal(
                     "MERGE: the target count has one column",
                 ));
@@ -513,32 +514,23 @@ impl Engine {
             changed += changed_rows;
         }
         if let Some(inserted) = &sql.inserted {
-            changed += self
-                .count_sql(&ctx, &catalog, caller, inserted, params)
-                .await?
-                .first()
-                .copied()
-                .unwrap_or(0);
+            changed += self.count_sql(&scope, inserted).await?.iter().sum::<u64>();
         }
         if changed == 0 {
             return Ok(0);
         }
-        let mut dml = dml;
         let how = if sql.rewrites {
             let provider = catalog
                 .provider(&dml.table_name, DEFAULT_NAMESPACE)
                 .ok_or_else(|| FloeError::internal("MERGE target was not resolved"))?;
             let filter = match &sql.target_filter {
-                Some(text) => self.filter_of(&ctx, &catalog, caller, text, params).await?,
+                Some(text) => scope.filter_of(text).await?,
                 None => lit(true),
             };
             let files = provider.files_matching(&filter).await?;
             let restricted = provider.restricted_to(files.clone())?;
-            dml.input = Arc::new(reading(
-                Arc::unwrap_or_clone(dml.input),
-                &provider,
-                restricted,
-            )?);
+            let input = Arc::unwrap_or_clone(dml.input);
+            dml.input = Arc::new(reading(input, &provider, restricted)?);
             WriteCommit::Overwrite(Overwrite::of(Removal::Files(files)))
         } else {
             WriteCommit::Append
@@ -548,57 +540,43 @@ impl Engine {
         Ok(changed)
     }
 
-    /// The condition of `SELECT * FROM t WHERE …`, planned on the statement's context and
-    /// tables, with its constants folded.
-    async fn filter_of(
-        &self,
-        ctx: &Arc<SessionContext>,
-        catalog: &Arc<StatementCatalog>,
-        caller: &Caller,
-        text: &str,
-        params: &[ScalarValue],
-    ) -> Result<datafusion::logical_expr::Expr> {
-        let plan = plan_sql(ctx, catalog, caller, text, params).await?;
+    /// Runs `SELECT count(*) …` (one row of counts) in `scope`; returns the counts, NULL
+    /// as 0.
+    async fn count_sql(&self, scope: &Scope<'_>, text: &str) -> Result<Vec<u64>> {
+        let plan = scope.plan(text).await?;
+        self.counts(scope.ctx, scope.catalog, plan).await
+    }
+}
+
+/// A statement's context and tables, where the queries that help it run are planned
+/// (so they read the same snapshots), with its caller and parameters.
+struct Scope<'a> {
+    ctx: &'a Arc<SessionContext>,
+    catalog: &'a Arc<StatementCatalog>,
+    caller: &'a Caller,
+    params: &'a [ScalarValue],
+}
+
+impl Scope<'_> {
+    async fn plan(&self, text: &str) -> Result<LogicalPlan> {
+        let mut statement = parse(text)?;
+        rewrite_before_resolving(&mut statement)?;
+        let planned = plan_resolved(self.ctx, self.catalog, self.caller, statement, self.params);
+        Ok(planned.await?.0)
+    }
+
+    /// The condition of `SELECT * FROM t WHERE …`, with its constants folded.
+    async fn filter_of(&self, text: &str) -> Result<datafusion::logical_expr::Expr> {
+        let plan = self.plan(text).await?;
         let mut filter = None;
         plan.apply(|node| {
             if let LogicalPlan::Filter(found) = node {
-                filter = Some(fold_constants(
-                    found.predicate.clone(),
-                    found.input.schema().clone(),
-                ));
+                let schema = found.input.schema().clone();
+                filter = Some(fold_constants(found.predicate.clone(), schema));
                 return Ok(TreeNodeRecursion::Stop);
             }
             Ok(TreeNodeRecursion::Continue)
         })?;
         filter.ok_or_else(|| FloeError::internal("MERGE: no filter planned"))?
     }
-
-    /// Runs `SELECT count(*) …` (one row of counts) on the statement's context and
-    /// tables; returns the counts, NULL as 0.
-    async fn count_sql(
-        &self,
-        ctx: &Arc<SessionContext>,
-        catalog: &Arc<StatementCatalog>,
-        caller: &Caller,
-        text: &str,
-        params: &[ScalarValue],
-    ) -> Result<Vec<u64>> {
-        let plan = plan_sql(ctx, catalog, caller, text, params).await?;
-        self.counts(ctx, catalog, plan).await
-    }
-}
-
-/// Plans `text` on the statement's context and tables (so it reads their snapshots).
-async fn plan_sql(
-    ctx: &SessionContext,
-    catalog: &StatementCatalog,
-    caller: &Caller,
-    text: &str,
-    params: &[ScalarValue],
-) -> Result<LogicalPlan> {
-    let mut statement = parse(text)?;
-    rewrite_before_resolving(&mut statement)?;
-    Ok(plan_resolved(ctx, catalog, caller, statement, params)
-        .await?
-        .0)
 }

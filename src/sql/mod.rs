@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballista_core::serde::protobuf::PartitionLocation;
-use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, ParamValues, ScalarValue};
@@ -814,11 +814,21 @@ fn nullable_values(plan: LogicalPlan) -> Result<LogicalPlan> {
 
 /// The one-row result of an INSERT.
 fn count_batch(count: u64) -> Result<RecordBatch> {
-    let schema = Arc::new(Schema::new(vec![Field::new(
-        "count",
-        DataType::Int64,
-        false,
-    )]));
-    RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![count as i64]))])
-        .map_err(|e| FloeError::internal(e.to_string()))
+    counts_batch(&["count"], &[count])
+}
+
+/// One row of named counts (a statement's answer).
+fn counts_batch(names: &[&str], values: &[u64]) -> Result<RecordBatch> {
+    let fields: Vec<Field> = names
+        .iter()
+        .map(|name| Field::new(*name, DataType::Int64, false))
+        .collect();
+    let columns: Vec<ArrayRef> = values
+        .iter()
+        .map(|v| Arc::new(Int64Array::from(vec![*v as i64])) as ArrayRef)
+        .collect();
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
 }

@@ -18,9 +18,8 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::compute::kernels::cast_utils::string_to_timestamp_nanos;
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::sql::sqlparser::ast::{
     Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, Value,
 };
@@ -29,7 +28,7 @@ use iceberg::spec::Operation;
 
 use super::parse::parse;
 use super::row_level::reading;
-use super::{Caller, Engine, Planned, quoted};
+use super::{Caller, Engine, Planned, counts_batch, quoted};
 use crate::catalog::DEFAULT_NAMESPACE;
 use crate::error::{FloeError, Result};
 use crate::table::maintenance::{compaction_candidates, expire_snapshots};
@@ -335,20 +334,4 @@ impl Engine {
             ],
         )
     }
-}
-
-/// One row of named counts.
-fn counts_batch(names: &[&str], values: &[u64]) -> Result<RecordBatch> {
-    let fields: Vec<Field> = names
-        .iter()
-        .map(|name| Field::new(*name, DataType::Int64, false))
-        .collect();
-    let columns: Vec<ArrayRef> = values
-        .iter()
-        .map(|v| Arc::new(Int64Array::from(vec![*v as i64])) as ArrayRef)
-        .collect();
-    Ok(RecordBatch::try_new(
-        Arc::new(Schema::new(fields)),
-        columns,
-    )?)
 }

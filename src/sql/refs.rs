@@ -153,15 +153,8 @@ impl Engine {
             ],
             updates: vec![update],
         };
-        self.catalog
-            .commit_changes(&ident, &changes)
-            .await
-            .map_err(|e| match e.kind() {
-                iceberg::ErrorKind::CatalogCommitConflicts => FloeError::aborted(format!(
-                    "the {kind} '{name}' of {ident} changed meanwhile; nothing was changed"
-                )),
-                _ => e.into(),
-            })?;
+        // A concurrent change of the reference fails the requirement: ABORTED.
+        self.catalog.commit_changes(&ident, &changes).await?;
         Ok(())
     }
 
