@@ -265,3 +265,15 @@ def test_quotes_in_names_and_values(cur, catalog, schema):
     assert query(cur, f'SELECT * FROM {name} ORDER BY 1').to_pylist() == expected
     table = catalog.load_table(f'{schema}.Odd "Name"')
     assert sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r['Key "A"']) == expected
+
+
+def test_an_empty_target(cur, catalog, schema, upserts):
+    name = f"{schema}.empty"
+    cur.execute(f"CREATE TABLE {name} (id BIGINT, name STRING, op STRING)")
+    assert affected(cur, f"DELETE FROM {name} WHERE id = 1") == 0
+    assert affected(cur, f"UPDATE {name} SET name = 'x'") == 0
+    assert catalog.load_table(name).current_snapshot() is None
+    assert affected(cur, f"MERGE INTO {name} t USING {upserts} s ON t.id = s.id "
+                         f"WHEN MATCHED THEN UPDATE SET name = s.name "
+                         f"WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.name, s.op)") == 4
+    assert sorted(r["id"] for r in pyiceberg_rows(catalog, name)) == [1, 2, 40, 50]
