@@ -15,6 +15,7 @@ pub mod config;
 pub mod coordinator_link;
 pub mod error;
 pub mod flight;
+pub mod ops;
 pub mod server;
 pub mod sql;
 pub mod table;

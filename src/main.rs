@@ -51,6 +51,10 @@ struct ExecutorArgs {
     /// under the system's temporary directory).
     #[arg(long, env = "FLOE_EXECUTOR_WORK_DIR")]
     work_dir: Option<std::path::PathBuf>,
+    /// Seconds between the heartbeats that tell the coordinator this executor is alive
+    /// (default 3; keep it well below the coordinator's executor_timeout_secs).
+    #[arg(long, env = "FLOE_EXECUTOR_HEARTBEAT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    heartbeat_secs: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -111,6 +115,9 @@ async fn executor(args: ExecutorArgs) -> Result<()> {
             .map(|mb| mb * 1024 * 1024)
             .or_else(|| memory_share(0.75)),
         work_dir: args.work_dir,
+        heartbeat: args
+            .heartbeat_secs
+            .map_or(floe::cluster::HEARTBEAT, std::time::Duration::from_secs),
     })
     .await
 }
@@ -145,9 +152,12 @@ fn init_logging() {
                 Err(_) => filter,
             }
         });
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    // FLOE_LOG_FORMAT=json: one JSON object per line, for log collectors.
+    match std::env::var("FLOE_LOG_FORMAT").as_deref() {
+        Ok("json") => logs.json().init(),
+        _ => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
 }

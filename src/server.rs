@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::cluster::{Cluster, ClusterOptions};
 use crate::config::ServeConfig;
 use crate::error::Result;
+use crate::ops::statements::Statements;
 use crate::sql::Engine;
 
 /// Runs the coordinator until SIGINT or SIGTERM.
@@ -19,11 +20,22 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
         })?;
     }
     let catalog = crate::catalog::connect(&config.catalog).await?;
+    crate::table::journal::open(&config.data_dir.join("journal"))?;
+    let recovered = crate::table::journal::recover(catalog.as_ref()).await?;
+    if recovered != Default::default() {
+        tracing::info!(
+            committed = recovered.committed,
+            discarded = recovered.discarded,
+            kept = recovered.kept,
+            "settled the writes the previous run left unfinished"
+        );
+    }
     let cluster = Cluster::start(&ClusterOptions {
         scheduler_addr: config.scheduler_addr,
         catalog_name: config.catalog.name.clone(),
         target_partitions: config.target_partitions,
         executor_wait: config.executor_wait,
+        executor_timeout: config.executor_timeout,
     })
     .await?;
     let executors = (0..config.local_executors)
@@ -38,12 +50,21 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
         data_dir = %config.data_dir.display(),
         "coordinator ready"
     );
+    let statements = Statements::new(
+        config.max_concurrent_statements,
+        config.statement_queue_timeout,
+    );
     let engine = Arc::new(Engine::new(
         catalog,
         config.catalog.name.clone(),
         cluster.clone(),
         config.statement_timeout,
+        statements,
     ));
+    let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(addr) = config.metrics_addr {
+        serve_operations(addr, engine.clone(), ops_stopped).await?;
+    }
     // The in-process executors stop on the same signal, so statements still waiting for
     // a job are cancelled (and fail cleanly) rather than left waiting.
     let (cancelled_tx, cancelled_rx) = tokio::sync::oneshot::channel();
@@ -71,8 +92,30 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
             tracing::info!("in-process executors did not stop within 3s");
         }
     }
+    let _ = ops_stop.send(());
     cluster.remove_local_work_dirs();
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// Serves /metrics, /health and /ready on `addr` until `stop` fires.
+async fn serve_operations(
+    addr: std::net::SocketAddr,
+    engine: Arc<Engine>,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        crate::error::FloeError::invalid(format!("metrics_addr: cannot listen on {addr}: {e}"))
+    })?;
+    tracing::info!("metrics, health and readiness on http://{addr}");
+    tokio::spawn(async move {
+        let stop = async {
+            let _ = stop.await;
+        };
+        if let Err(e) = crate::ops::http::serve(listener, engine, stop).await {
+            tracing::error!("the metrics endpoint stopped: {e}");
+        }
+    });
     Ok(())
 }
 

@@ -9,6 +9,7 @@ mod errors;
 mod filter;
 mod grouping;
 mod metadata;
+mod operations;
 mod overwrite;
 mod prepared;
 mod results;

@@ -18,7 +18,9 @@ fn done() -> Outcome {
 #[test]
 fn the_oldest_result_is_evicted_with_a_clear_error() {
     let pending = PendingResults::default();
-    let handles: Vec<Vec<u8>> = (0..=MAX_PENDING).map(|_| pending.insert(done())).collect();
+    let handles: Vec<Vec<u8>> = (0..=MAX_PENDING)
+        .map(|_| pending.insert(done(), None))
+        .collect();
     let evicted = pending.take(&handles[0]).err().expect("evicted");
     assert_eq!(evicted.kind, ErrorKind::ResourceExhausted);
     assert!(evicted.message.contains("evicted"), "{}", evicted.message);

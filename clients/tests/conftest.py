@@ -87,11 +87,14 @@ class Process:
 class Server:
     """`floe serve` on free loopback ports with its own data directory."""
 
-    def __init__(self, data_dir: Path, extra_args=(), env=None):
+    def __init__(self, data_dir: Path, extra_args=(), env=None, scheduler_port: int | None = None):
         self.data_dir = data_dir
         self.flight_port = free_port()
-        self.scheduler_port = free_port()
+        self.scheduler_port = scheduler_port or free_port()
         self.uri = f"grpc://127.0.0.1:{self.flight_port}"
+        if "--metrics-addr" not in extra_args:
+            # Servers of one test run must not all want the default metrics port.
+            extra_args = [*extra_args, "--metrics-addr", "off"]
         args = [
             "serve",
             "--data-dir", str(data_dir),

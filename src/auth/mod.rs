@@ -86,6 +86,12 @@ impl Access {
         !self.write.is_empty()
     }
 
+    /// May the user see and cancel statements of `user`: their own, and everyone's
+    /// for a user who may change every namespace (`write = ["*"]`).
+    pub fn may_manage_statements_of(&self, user: &str) -> bool {
+        self.user == user || self.write.0.iter().any(|grant| grant == "*")
+    }
+
     pub fn check_read(&self, namespace: &str) -> Result<()> {
         match self.read.covers(namespace) {
             true => Ok(()),

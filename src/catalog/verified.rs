@@ -39,6 +39,7 @@ use iceberg::{
 
 use super::commit::{Attempt, Committer, FloeCatalog, TableChanges};
 use crate::error::{ErrorKind as FloeKind, FloeError};
+use crate::ops::metrics::metrics;
 
 /// How often a namespace or table change is tried when the catalog loses it.
 pub const ATTEMPTS: usize = 2;
@@ -393,10 +394,19 @@ impl Catalog for VerifiedCatalog {
     async fn update_table(&self, commit: TableCommit) -> Result<Table> {
         let ident = commit.identifier().clone();
         let what = format!("the commit to table {ident}");
-        let committed = self.inner.update_table(commit).await.busy()?;
+        let committed = self.inner.update_table(commit).await.busy();
+        if let Err(e) = &committed
+            && e.kind() == ErrorKind::CatalogCommitConflicts
+        {
+            metrics().commit_conflict();
+        }
+        let committed = committed?;
         let location = committed.metadata_location().unwrap_or_default();
         match checked(&what, self.table_has_metadata(&ident, location).await)? {
-            Seen::Recorded => Ok(committed),
+            Seen::Recorded => {
+                metrics().committed();
+                Ok(committed)
+            }
             Seen::Lost => {
                 delete_unrecorded_metadata(&committed).await;
                 Err(lost(&what, None))
@@ -426,7 +436,9 @@ impl FloeCatalog for VerifiedCatalog {
                 Attempt::Uncertain { table, error } => (table, Some(error)),
                 Attempt::Unknown(error) => return Err(unknown(&what, error)),
                 Attempt::RaceLost => {
+                    metrics().commit_conflict();
                     if attempt < SWAP_ATTEMPTS {
+                        metrics().commit_retried();
                         tokio::time::sleep(RETRY_PAUSE / 4).await;
                     }
                     continue;
@@ -434,7 +446,10 @@ impl FloeCatalog for VerifiedCatalog {
             };
             let location = table.metadata_location().unwrap_or_default();
             match checked(&what, self.table_has_metadata(ident, location).await)? {
-                Seen::Recorded => return Ok(table),
+                Seen::Recorded => {
+                    metrics().committed();
+                    return Ok(table);
+                }
                 Seen::Lost => {
                     delete_unrecorded_metadata(&table).await;
                     return Err(match error.map(mark_busy) {

@@ -34,6 +34,8 @@ pub struct ExecutorOptions {
     pub memory_limit: Option<u64>,
     /// Where stage outputs are written; `None`: a temporary directory.
     pub work_dir: Option<PathBuf>,
+    /// How often the executor tells the scheduler it is alive.
+    pub heartbeat: Duration,
 }
 
 fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
@@ -57,6 +59,7 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
             .as_ref()
             .map(|dir| dir.to_string_lossy().into_owned()),
         task_scheduling_policy: TaskSchedulingPolicy::PushStaged,
+        executor_heartbeat_interval_seconds: options.heartbeat.as_secs().max(1),
         grpc_max_decoding_message_size: MAX_MESSAGE_SIZE as u32,
         grpc_max_encoding_message_size: MAX_MESSAGE_SIZE as u32,
         override_physical_codec: Some(Arc::new(FloePhysicalCodec::default())),
@@ -94,7 +97,17 @@ pub async fn run_executor(mut options: ExecutorOptions) -> Result<()> {
             work_dir.display()
         ))
     })?;
-    let result = run_executor_with(|| Ok(options.clone())).await;
+    // Ballista drains on SIGTERM, but tells the scheduler first, and waits out its RPC
+    // timeouts when the coordinator is gone: the process ends after a grace period.
+    let stop_grace = async {
+        crate::server::shutdown_signal().await;
+        tokio::time::sleep(STOP_GRACE).await;
+        tracing::warn!("the executor did not stop within {STOP_GRACE:?} of the signal; exiting");
+    };
+    let result = tokio::select! {
+        result = run_executor_with(|| Ok(options.clone())) => result,
+        () = stop_grace => Ok(()),
+    };
     if let Some(dir) = temporary {
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -116,12 +129,27 @@ async fn run_executor_with(options: impl Fn() -> Result<ExecutorOptions>) -> Res
                 tokio::time::sleep(Duration::from_millis(200 * attempt as u64)).await;
                 attempt += 1;
             }
+            // The coordinator is not up (yet, or again): wait for it rather than exit,
+            // so executors may start first and outlive a coordinator restart.
+            Err(e) if e.to_string().contains("connect to scheduler") => {
+                tracing::warn!("cannot reach the coordinator's scheduler yet; retrying: {e}");
+                tokio::select! {
+                    _ = tokio::time::sleep(SCHEDULER_RETRY) => {}
+                    _ = crate::server::shutdown_signal() => return Ok(()),
+                }
+            }
             Err(e) => return Err(FloeError::internal(format!("executor stopped: {e}"))),
         }
     }
 }
 
 const REGISTRATION_ATTEMPTS: u32 = 5;
+
+/// How long an executor may take to stop after SIGINT/SIGTERM.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+
+/// How long an executor waits before it tries an unreachable scheduler again.
+const SCHEDULER_RETRY: Duration = Duration::from_secs(2);
 
 /// How often an executor looks for job outputs older than [`RESULT_RETENTION`].
 const JOB_DATA_SWEEP: Duration = Duration::from_secs(300);
@@ -143,6 +171,7 @@ pub(super) fn spawn_local_executor(
             slots,
             memory_limit,
             work_dir: Some(work_dir.clone()),
+            heartbeat: super::HEARTBEAT,
         })
     };
     tokio::spawn(async move {

@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::result_files::{self, End, LivePartition, live};
 use super::{Cluster, MAX_MESSAGE_SIZE, Scheduler, explain};
 use crate::error::{ErrorKind, FloeError, Result};
+use crate::ops::statements;
 
 /// How often a query asks which result partitions remote executors have finished: at
 /// first, and after each answer with news; it waits twice as long after each answer
@@ -77,7 +78,11 @@ impl Cluster {
             streamed: HashSet::new(),
             final_stage: None,
         };
-        tokio::spawn(stream.run(deadline));
+        // The stream works for the statement: in its scope (cancellation, log span).
+        match statements::Scope::current() {
+            Some(scope) => tokio::spawn(scope.run(stream.run(deadline))),
+            None => tokio::spawn(stream.run(deadline)),
+        };
         first_rows
             .await
             .map_err(|_| FloeError::internal("the result stream ended early"))??;
@@ -125,6 +130,7 @@ impl Cluster {
             .await
             .map_err(|e| FloeError::internal(format!("submitting the job: {e}")))?;
         self.jobs.add(&job_id);
+        statements::note_job(&job_id);
         if self.jobs.stopping.load(Ordering::SeqCst) {
             // Shutdown began while the job was being submitted.
             tokio::spawn(cancel_until_final(self.scheduler.clone(), job_id.clone()));
@@ -152,7 +158,8 @@ impl Cluster {
                     Some(_) => {}
                     None => return self.job_status(&job.job_id).await,
                 },
-                _ = tick.tick() => watch.check(self).await?,
+                _ = tick.tick() => watch.check(self, &job.job_id).await?,
+                _ = statements::current_cancelled() => return Err(statements::killed()),
             }
         }
     }
@@ -253,17 +260,30 @@ impl Cluster {
 /// How often a running job checks that some executor is alive.
 const EXECUTOR_CHECK: Duration = Duration::from_secs(1);
 
-/// Fails a job that has had no executor for longer than `executor_wait_secs`: Ballista
-/// would keep it waiting for one forever (it also drops an executor a task could not
-/// be launched on).
+/// Fails a job that cannot finish right: one that has had no executor for longer than
+/// `executor_wait_secs` (Ballista would keep it waiting for one forever), and one that
+/// lost an executor it depended on. Ballista 53 re-runs a lost executor's tasks, but in
+/// our tests the re-run stages read some shuffle outputs twice and the answer was wrong
+/// (1.5x the rows): a clean `UNAVAILABLE` the client may retry is the safe outcome.
 #[derive(Default)]
 struct ExecutorWatch {
     none_since: Option<Instant>,
+    /// The executors the job depended on at the last check.
+    depends_on: HashSet<String>,
 }
 
 impl ExecutorWatch {
-    async fn check(&mut self, cluster: &Cluster) -> Result<()> {
-        if cluster.registered_executors().await > 0 {
+    async fn check(&mut self, cluster: &Cluster, job_id: &str) -> Result<()> {
+        let alive = cluster.executor_ids().await;
+        if let Some(lost) = self.depends_on.iter().find(|id| !alive.contains(*id)) {
+            return Err(FloeError::unavailable(format!(
+                "executor {lost} was lost while the statement ran (no heartbeat for \
+                 executor_timeout_secs); the statement was cancelled and nothing was \
+                 committed, retrying is safe"
+            )));
+        }
+        self.depends_on = cluster.job_executors(job_id).await;
+        if !alive.is_empty() {
             self.none_since = None;
             return Ok(());
         }
@@ -325,7 +345,7 @@ impl ActiveJobs {
         }
     }
 
-    fn running(&self) -> Vec<String> {
+    pub(super) fn running(&self) -> Vec<String> {
         self.running
             .lock()
             .map(|r| r.iter().cloned().collect())
@@ -449,7 +469,8 @@ impl ResultStream {
                         reading.push(batches);
                     }
                 }
-                _ = executor_tick.tick() => watch.check(&self.cluster).await?,
+                _ = executor_tick.tick() => watch.check(&self.cluster, &self.job.job_id).await?,
+                _ = statements::current_cancelled() => return Err(statements::killed()),
                 _ = sleep_until(deadline), if deadline.is_some() => {
                     let limit = deadline.map(|(_, limit)| limit).unwrap_or_default();
                     return Err(FloeError::statement_timeout(limit));

@@ -6,6 +6,7 @@
 //! round trip); the scheduler plans physically with that context, cuts stages and
 //! ships them to executors through [`FloePhysicalCodec`](crate::codec::FloePhysicalCodec).
 
+mod activity;
 mod coordinator_service;
 mod executor;
 mod explain;
@@ -30,6 +31,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use tokio::task::JoinHandle;
 
+pub use activity::TaskCounts;
 pub use executor::{ExecutorOptions, memory_share, run_executor};
 
 use crate::catalog::DEFAULT_NAMESPACE;
@@ -40,6 +42,10 @@ type Scheduler = SchedulerServer<LogicalPlanNode, PhysicalPlanNode>;
 
 /// Largest gRPC message between coordinator and executors (stage plans carry file lists).
 pub const MAX_MESSAGE_SIZE: usize = 64 * 1024 * 1024;
+
+/// How often executors tell the scheduler they are alive (unless `floe executor
+/// --heartbeat-secs` says otherwise).
+pub const HEARTBEAT: Duration = Duration::from_secs(3);
 
 /// How long executors keep a finished job's results: a query's job runs when its
 /// result is fetched, and a slow client may take this long to read it all.
@@ -66,6 +72,8 @@ pub struct ClusterOptions {
     /// Longest a running job waits while no executor is alive before its statement
     /// fails with `UNAVAILABLE`.
     pub executor_wait: Duration,
+    /// An executor not heard from for this long is lost (its tasks run elsewhere).
+    pub executor_timeout: Duration,
 }
 
 /// The session settings every statement starts from.
@@ -110,6 +118,8 @@ impl Cluster {
             override_session_builder: Some(Arc::new(session_builder)),
             override_physical_codec: Some(Arc::new(FloePhysicalCodec::default())),
             finished_job_data_clean_up_interval_seconds: RESULT_RETENTION.as_secs(),
+            executor_timeout_seconds: options.executor_timeout.as_secs(),
+            expire_dead_executor_interval_seconds: 1,
             ..Default::default()
         };
         let cluster = BallistaCluster::new_from_config(&scheduler_config)

@@ -25,6 +25,10 @@ pub struct FileConfig {
     pub target_partitions: Option<usize>,
     pub statement_timeout_secs: Option<u64>,
     pub executor_wait_secs: Option<u64>,
+    pub executor_timeout_secs: Option<u64>,
+    pub max_concurrent_statements: Option<usize>,
+    pub statement_queue_timeout_secs: Option<u64>,
+    pub metrics_addr: Option<String>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub tls_client_ca: Option<PathBuf>,
@@ -126,6 +130,20 @@ pub struct ServeArgs {
     /// with UNAVAILABLE, in seconds (default 30).
     #[arg(long, env = "FLOE_EXECUTOR_WAIT_SECS")]
     pub executor_wait_secs: Option<u64>,
+    /// An executor not heard from for this long is lost: its tasks run elsewhere, in
+    /// seconds (default 15; executors send a heartbeat every 3).
+    #[arg(long, env = "FLOE_EXECUTOR_TIMEOUT_SECS")]
+    pub executor_timeout_secs: Option<u64>,
+    /// Statements that run at once; more wait for a place (default 64; 0: no limit).
+    #[arg(long, env = "FLOE_MAX_CONCURRENT_STATEMENTS")]
+    pub max_concurrent_statements: Option<usize>,
+    /// How long a statement waits for a place before it is refused with
+    /// RESOURCE_EXHAUSTED, in seconds (default 30).
+    #[arg(long, env = "FLOE_STATEMENT_QUEUE_TIMEOUT_SECS")]
+    pub statement_queue_timeout_secs: Option<u64>,
+    /// HTTP address of /metrics, /health and /ready (default 127.0.0.1:9464; off: none).
+    #[arg(long, env = "FLOE_METRICS_ADDR")]
+    pub metrics_addr: Option<String>,
     /// PEM certificate chain: serve Flight SQL over TLS (with --tls-key).
     #[arg(long, env = "FLOE_TLS_CERT")]
     pub tls_cert: Option<PathBuf>,
@@ -216,6 +234,9 @@ pub struct TlsConfig {
     pub client_ca: Option<PathBuf>,
 }
 
+/// The shortest `executor_timeout_secs`: a few missed heartbeats.
+const MIN_EXECUTOR_TIMEOUT: Duration = Duration::from_secs(6);
+
 /// The environment variable that may hold the token signing secret itself.
 const JWT_SECRET_ENV: &str = "FLOE_JWT_SECRET";
 
@@ -234,6 +255,14 @@ pub struct ServeConfig {
     pub statement_timeout: Option<Duration>,
     /// Longest a running statement waits while no executor is alive.
     pub executor_wait: Duration,
+    /// An executor not heard from for this long is lost.
+    pub executor_timeout: Duration,
+    /// Statements that run at once (0: no limit).
+    pub max_concurrent_statements: usize,
+    /// Longest a statement waits for a place.
+    pub statement_queue_timeout: Duration,
+    /// Where /metrics, /health and /ready are served; `None`: nowhere.
+    pub metrics_addr: Option<SocketAddr>,
     pub catalog: CatalogConfig,
     /// `None`: authentication is off (only allowed on a loopback address).
     pub auth: Option<AuthConfig>,
@@ -303,6 +332,33 @@ impl ServeConfig {
                 .or(file.executor_wait_secs)
                 .unwrap_or(30) as usize,
         )? as u64);
+
+        let executor_timeout = Duration::from_secs(
+            args.executor_timeout_secs
+                .or(file.executor_timeout_secs)
+                .unwrap_or(15),
+        );
+        if executor_timeout < MIN_EXECUTOR_TIMEOUT {
+            return Err(FloeError::invalid(format!(
+                "executor_timeout_secs: at least {} (executors send a heartbeat every {} s; a \
+                 busy executor must not be taken for lost)",
+                MIN_EXECUTOR_TIMEOUT.as_secs(),
+                crate::cluster::HEARTBEAT.as_secs()
+            )));
+        }
+        let max_concurrent_statements = args
+            .max_concurrent_statements
+            .or(file.max_concurrent_statements)
+            .unwrap_or(64);
+        let statement_queue_timeout = Duration::from_secs(
+            args.statement_queue_timeout_secs
+                .or(file.statement_queue_timeout_secs)
+                .unwrap_or(30),
+        );
+        let metrics_addr = match args.metrics_addr.clone().or(file.metrics_addr) {
+            Some(off) if off == "off" => None,
+            addr => Some(parse_addr("metrics_addr", addr, "127.0.0.1:9464")?),
+        };
 
         let kind = match args
             .catalog_type
@@ -386,6 +442,10 @@ impl ServeConfig {
             target_partitions,
             statement_timeout,
             executor_wait,
+            executor_timeout,
+            max_concurrent_statements,
+            statement_queue_timeout,
+            metrics_addr,
             catalog: CatalogConfig {
                 kind,
                 name,

@@ -51,6 +51,7 @@ use crate::auth::{Authenticator, Identity};
 use crate::config::{AuthConfig, TlsConfig};
 use crate::error::FloeError;
 pub use crate::error::status;
+use crate::ops::statements::{self, Running};
 use crate::sql::ingest::{IfExists, IfMissing, IngestTarget};
 use crate::sql::{Caller, Engine, Outcome, StatementKind};
 use prepared::PreparedStatements;
@@ -103,6 +104,15 @@ impl FloeFlightService {
         })
     }
 
+    /// Admits a statement of `caller` (see `ops::statements`).
+    async fn admit(&self, caller: &Caller, sql: &str) -> Result<Running, Status> {
+        self.engine
+            .statements()
+            .admit(caller.access.user(), sql)
+            .await
+            .map_err(status)
+    }
+
     /// Runs (DDL, INSERT) or plans (queries) a statement and describes its result.
     async fn flight_info(
         &self,
@@ -111,25 +121,36 @@ impl FloeFlightService {
         params: &[ScalarValue],
         descriptor: FlightDescriptor,
     ) -> Result<FlightInfo, Status> {
-        let outcome = self
-            .engine
-            .execute(caller, sql, params)
-            .await
-            .map_err(status)?;
-        self.describe(outcome, descriptor)
+        let running = self.admit(caller, sql).await?;
+        let outcome = running
+            .scope()
+            .run(self.engine.execute(caller, sql, params))
+            .await;
+        match outcome {
+            Ok(outcome @ Outcome::Query(_)) => self.describe(outcome, Some(running), descriptor),
+            Ok(outcome) => {
+                running.end(Ok(outcome.rows()));
+                self.describe(outcome, None, descriptor)
+            }
+            Err(e) => {
+                running.end(Err(&e));
+                Err(status(e))
+            }
+        }
     }
 
     /// Keeps `outcome` for the DoGet of the ticket in the answer.
     fn describe(
         &self,
         outcome: Outcome,
+        running: Option<Running>,
         descriptor: FlightDescriptor,
     ) -> Result<FlightInfo, Status> {
         let schema = match &outcome {
             Outcome::Query(query) => client_schema(&query.schema()),
             Outcome::Done { rows, .. } => rows.schema(),
         };
-        let handle = self.pending.insert(outcome);
+        let handle = self.pending.insert(outcome, running);
         let ticket = TicketStatementQuery {
             statement_handle: handle.into(),
         };
@@ -169,8 +190,24 @@ impl FloeFlightService {
         sql: &str,
         params: &[ScalarValue],
     ) -> Result<i64, Status> {
-        let outcome = self.engine.execute(caller, sql, params).await;
-        outcome.and_then(Outcome::affected).map_err(status)
+        let update = async {
+            let outcome = self.engine.execute(caller, sql, params).await;
+            outcome.and_then(Outcome::affected)
+        };
+        self.run_update(caller, sql, update).await
+    }
+
+    /// Runs an admitted update and ends its statement.
+    async fn run_update(
+        &self,
+        caller: &Caller,
+        sql: &str,
+        update: impl Future<Output = Result<i64, FloeError>>,
+    ) -> Result<i64, Status> {
+        let running = self.admit(caller, sql).await?;
+        let result = running.scope().run(update).await;
+        running.end(result.as_ref().map(|n| *n as u64));
+        result.map_err(status)
     }
 }
 
@@ -250,7 +287,11 @@ impl FlightSqlService for FloeFlightService {
             .prepared
             .take_fresh_plan(&query.prepared_statement_handle, caller.access.user());
         let info = match fresh {
-            Some(plan) => self.describe(Outcome::Query(plan), descriptor)?,
+            Some(plan) => {
+                let running = self.admit(&caller, &handle.sql).await?;
+                running.scope().note_tables(plan.tables());
+                self.describe(Outcome::Query(plan), Some(running), descriptor)?
+            }
             None => {
                 self.flight_info(&caller, &handle.sql, &params, descriptor)
                     .await?
@@ -267,12 +308,13 @@ impl FlightSqlService for FloeFlightService {
         Response<<Self as arrow_flight::flight_service_server::FlightService>::DoGetStream>,
         Status,
     > {
-        let (outcome, streaming) = self
+        let taken = self
             .pending
             .take(&ticket.statement_handle)
             .map_err(status)?;
+        let (streaming, running) = (taken.streaming, taken.running);
         let token = streaming.token.clone();
-        let (schema, batches) = match outcome {
+        let (schema, batches) = match taken.outcome {
             Outcome::Done { rows, .. } => {
                 let schema = rows.schema();
                 let stream = futures::stream::iter([Ok(rows)]).boxed();
@@ -280,10 +322,21 @@ impl FlightSqlService for FloeFlightService {
             }
             Outcome::Query(query) => {
                 let schema = client_schema(&query.schema());
+                let scope = running.as_ref().map(Running::scope).unwrap_or_default();
                 // Dropping the job's future cancels the Ballista job.
-                let stream = tokio::select! {
-                    stream = self.engine.run_query(query) => stream.map_err(status)?,
-                    _ = token.cancelled() => return Err(status(results::cancelled())),
+                let started = tokio::select! {
+                    stream = scope.clone().run(self.engine.run_query(query)) => stream,
+                    _ = token.cancelled() => Err(results::cancelled()),
+                    _ = scope.cancelled() => Err(statements::killed()),
+                };
+                let stream = match started {
+                    Ok(stream) => stream,
+                    Err(e) => {
+                        if let Some(running) = running {
+                            running.end(Err(&e));
+                        }
+                        return Err(status(e));
+                    }
                 };
                 let target = schema.clone();
                 let stream = stream
@@ -292,8 +345,11 @@ impl FlightSqlService for FloeFlightService {
                         futures::future::ready(
                             conform_batch(&batch, &target).map_err(FlightError::Arrow),
                         )
-                    })
-                    .boxed();
+                    });
+                let stream = match running {
+                    Some(running) => counted(stream, running).boxed(),
+                    None => stream.boxed(),
+                };
                 (schema, stream)
             }
         };
@@ -329,10 +385,8 @@ impl FlightSqlService for FloeFlightService {
         if rows.is_empty() {
             return self.update(&caller, &handle.sql, &[]).await;
         }
-        self.engine
-            .execute_many(&caller, &handle.sql, &rows)
-            .await
-            .map_err(status)
+        let update = self.engine.execute_many(&caller, &handle.sql, &rows);
+        self.run_update(&caller, &handle.sql, update).await
     }
 
     async fn do_put_statement_ingest(
@@ -362,15 +416,27 @@ impl FlightSqlService for FloeFlightService {
         let upload = upload::upload_stream(request.into_inner())
             .await?
             .ok_or_else(|| Status::invalid_argument("ingest: no data was sent"))?;
+        let what = format!(
+            "INGEST INTO {}",
+            [
+                command.catalog.as_deref(),
+                command.schema.as_deref(),
+                Some(&command.table)
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(".")
+        );
         let target = IngestTarget {
             catalog: command.catalog,
             schema: command.schema,
             table: command.table,
         };
-        self.engine
-            .ingest(&caller, target, if_missing, if_exists, upload)
-            .await
-            .map_err(status)
+        let ingest = self
+            .engine
+            .ingest(&caller, target, if_missing, if_exists, upload);
+        self.run_update(&caller, &what, ingest).await
     }
 
     async fn do_put_prepared_statement_query(
@@ -396,11 +462,14 @@ impl FlightSqlService for FloeFlightService {
         let caller = self.caller(&request)?;
         // Queries report their result schema; DDL and DML an empty one, which tells
         // JDBC-style clients to send them as updates.
-        let prepared = self
-            .engine
-            .prepare(&caller, &query.query)
-            .await
-            .map_err(status)?;
+        let prepared = match self.engine.prepare(&caller, &query.query).await {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                let statements = self.engine.statements();
+                statements.failed_early(caller.access.user(), &query.query, &e);
+                return Err(status(e));
+            }
+        };
         let dataset_schema = match prepared.kind {
             StatementKind::Query(schema) => schema_bytes(&client_schema(&schema))?,
             StatementKind::Update => Default::default(),
@@ -695,6 +764,51 @@ fn until_cancelled(
     })
     .filter_map(|error| futures::future::ready(error.map(Err)));
     batches.take_until(token.cancelled_owned()).chain(end)
+}
+
+/// `batches`, counted into their statement, which ends with the stream (dropped
+/// early: the client went away or cancelled).
+fn counted(
+    batches: impl Stream<Item = Result<RecordBatch, FlightError>> + Send + 'static,
+    running: Running,
+) -> impl Stream<Item = Result<RecordBatch, FlightError>> + Send + 'static {
+    futures::stream::unfold(
+        (Box::pin(batches), Some(running)),
+        |(mut batches, mut running)| async move {
+            let next = batches.next().await;
+            match &next {
+                Some(Ok(batch)) => {
+                    if let Some(running) = running.as_mut() {
+                        let bytes = batch.get_array_memory_size() as u64;
+                        running.returned(batch.num_rows() as u64, bytes);
+                    }
+                }
+                Some(Err(e)) => {
+                    if let Some(running) = running.take() {
+                        running.end(Err(&flight_error_floe(e)));
+                    }
+                }
+                None => {
+                    if let Some(running) = running.take() {
+                        running.end(Ok(0));
+                    }
+                }
+            }
+            next.map(|item| (item, (batches, running)))
+        },
+    )
+}
+
+/// The Floe error inside a stream's error, for the query log.
+fn flight_error_floe(e: &FlightError) -> FloeError {
+    match e {
+        FlightError::ExternalError(inner) => match inner.downcast_ref::<FloeError>() {
+            Some(floe) => floe.clone(),
+            None => FloeError::internal(inner.to_string()),
+        },
+        FlightError::Tonic(status) => FloeError::internal(status.message().to_string()),
+        other => FloeError::internal(other.to_string()),
+    }
 }
 
 type DoGetStream =

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::RESULT_RETENTION;
 use crate::error::{ErrorKind, FloeError};
+use crate::ops::statements::Running;
 use crate::sql::Outcome;
 
 /// How long a ticket stays valid.
@@ -36,13 +37,21 @@ pub struct PendingResults {
 
 #[derive(Default)]
 struct State {
-    entries: HashMap<Vec<u8>, (Instant, Outcome)>,
+    entries: HashMap<Vec<u8>, Waiting>,
     /// Handles in the order they were inserted (some may be taken already).
     order: VecDeque<Vec<u8>>,
     /// Results taken by a DoGet that is still streaming them.
     streaming: HashMap<Vec<u8>, CancellationToken>,
     /// Recently dropped results, and why, for their DoGet.
     gone: VecDeque<(Vec<u8>, Gone)>,
+}
+
+/// A result waiting for its DoGet, and the statement it belongs to (a query's
+/// statement ends when its rows have been streamed).
+struct Waiting {
+    created: Instant,
+    outcome: Outcome,
+    running: Option<Running>,
 }
 
 #[derive(Clone, Copy)]
@@ -62,6 +71,13 @@ pub enum Cancelled {
     Nothing,
 }
 
+/// A result taken by its DoGet.
+pub struct Taken {
+    pub outcome: Outcome,
+    pub running: Option<Running>,
+    pub streaming: Streaming,
+}
+
 /// A result being streamed; dropping it ends the registration.
 pub struct Streaming {
     state: Arc<Mutex<State>>,
@@ -78,16 +94,19 @@ impl Drop for Streaming {
 }
 
 impl PendingResults {
-    pub fn insert(&self, outcome: Outcome) -> Vec<u8> {
+    pub fn insert(&self, outcome: Outcome, running: Option<Running>) -> Vec<u8> {
         let handle = uuid::Uuid::new_v4().as_bytes().to_vec();
         if let Ok(mut state) = self.state.lock() {
             state.expire();
             while state.entries.len() >= MAX_PENDING {
                 state.evict_oldest();
             }
-            state
-                .entries
-                .insert(handle.clone(), (Instant::now(), outcome));
+            let waiting = Waiting {
+                created: Instant::now(),
+                outcome,
+                running,
+            };
+            state.entries.insert(handle.clone(), waiting);
             state.order.push_back(handle.clone());
         }
         handle
@@ -95,13 +114,13 @@ impl PendingResults {
 
     /// Takes the result for its DoGet; the returned token is cancelled if
     /// CancelFlightInfo names the result while it streams.
-    pub fn take(&self, handle: &[u8]) -> Result<(Outcome, Streaming), FloeError> {
+    pub fn take(&self, handle: &[u8]) -> Result<Taken, FloeError> {
         let mut state = self
             .state
             .lock()
             .map_err(|_| FloeError::internal("pending results are unavailable"))?;
         state.expire();
-        if let Some((_, outcome)) = state.entries.remove(handle) {
+        if let Some(waiting) = state.entries.remove(handle) {
             let token = CancellationToken::new();
             state.streaming.insert(handle.to_vec(), token.clone());
             let streaming = Streaming {
@@ -109,7 +128,11 @@ impl PendingResults {
                 handle: handle.to_vec(),
                 token,
             };
-            return Ok((outcome, streaming));
+            return Ok(Taken {
+                outcome: waiting.outcome,
+                running: waiting.running,
+                streaming,
+            });
         }
         let gone = state
             .gone
@@ -162,7 +185,7 @@ impl State {
     fn expire(&mut self) {
         while let Some(handle) = self.order.front() {
             match self.entries.get(handle) {
-                Some((created, _)) if created.elapsed() < TICKET_TTL => break,
+                Some(waiting) if waiting.created.elapsed() < TICKET_TTL => break,
                 _ => {
                     let handle = self.order.pop_front();
                     if let Some(handle) = handle {

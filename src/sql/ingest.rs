@@ -162,6 +162,7 @@ impl Engine {
         check_columns(&schema, &provider.schema(), &ident)?;
 
         let write_id = new_write_id();
+        crate::table::journal::begin(provider.table(), &write_id)?;
         provider.set_next_write_id(write_id.clone());
         let staged = stage_upload(upload, provider.table(), &write_id).await?;
         if client_gone.is_cancelled() {

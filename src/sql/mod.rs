@@ -16,6 +16,7 @@ pub mod procedures;
 pub mod refs;
 pub mod resolve;
 pub mod row_level;
+pub mod running;
 pub mod time_travel;
 pub mod types;
 pub mod uuids;
@@ -44,6 +45,8 @@ use crate::catalog::DEFAULT_NAMESPACE;
 use crate::catalog::commit::FloeCatalog;
 use crate::cluster::Cluster;
 use crate::error::{ErrorKind, FloeError, Result};
+use crate::ops::metrics::metrics;
+use crate::ops::statements::{Statements, note_tables};
 use crate::table::commit::{WrittenFile, written_files};
 use crate::table::overwrite::{Overwrite, Removal};
 use crate::table::write::descriptor_schema;
@@ -60,6 +63,7 @@ pub struct Engine {
     catalog_name: String,
     cluster: Cluster,
     statement_timeout: Option<Duration>,
+    statements: Arc<Statements>,
 }
 
 /// Who runs a statement: what they may read and change, and the schema their
@@ -98,6 +102,14 @@ impl Outcome {
         })
     }
 
+    /// The rows a statement that ran affected or returned (for the query log).
+    pub fn rows(&self) -> u64 {
+        match self {
+            Outcome::Done { rows, affected } => (*affected).max(rows.num_rows() as i64) as u64,
+            Outcome::Query(_) => 0,
+        }
+    }
+
     /// The rows an update affected; a query has no such count.
     pub fn affected(self) -> Result<i64> {
         match self {
@@ -123,6 +135,11 @@ impl Query {
     pub fn schema(&self) -> SchemaRef {
         Arc::new(self.plan.schema().as_arrow().clone())
     }
+
+    /// The tables the query reads, as `namespace.table`.
+    pub fn tables(&self) -> Vec<String> {
+        self.catalog.table_names()
+    }
 }
 
 /// What preparing a statement tells a client before it runs.
@@ -146,12 +163,40 @@ impl Engine {
         catalog_name: String,
         cluster: Cluster,
         statement_timeout: Option<Duration>,
+        statements: Arc<Statements>,
     ) -> Self {
         Self {
             catalog,
             catalog_name,
             cluster,
             statement_timeout,
+            statements,
+        }
+    }
+
+    /// The statements running now.
+    pub fn statements(&self) -> &Arc<Statements> {
+        &self.statements
+    }
+
+    /// The metrics, with the cluster's and the statements' gauges read now.
+    pub async fn metrics_text(&self) -> String {
+        metrics().render(self.cluster.gauges().await, self.statements.gauges())
+    }
+
+    /// Whether statements can run: an executor is alive and the catalog answers.
+    pub async fn readiness(&self) -> std::result::Result<(), String> {
+        if self.cluster.registered_executors().await == 0 {
+            return Err("no executor is alive".to_string());
+        }
+        let listing = self.catalog.list_namespaces(None);
+        match tokio::time::timeout(READINESS_TIMEOUT, listing).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("the catalog does not answer: {e}")),
+            Err(_) => Err(format!(
+                "the catalog did not answer within {} s",
+                READINESS_TIMEOUT.as_secs()
+            )),
         }
     }
 
@@ -195,6 +240,13 @@ impl Engine {
     /// Classifies a statement without running it (queries are planned for their
     /// schema), and names the types of its parameters (`$1`, `?`).
     pub async fn prepare(&self, caller: &Caller, sql: &str) -> Result<Prepared> {
+        if running::is_show_statements(sql) {
+            return Ok(Prepared {
+                kind: StatementKind::Query(running::statements_schema()),
+                parameters: Arc::new(Schema::empty()),
+                query: None,
+            });
+        }
         if alter_forms::parse_alter_form(sql)?.is_some() {
             return Ok(Prepared {
                 kind: StatementKind::Update,
@@ -204,6 +256,7 @@ impl Engine {
         }
         let statement = parse(sql)?;
         if as_ddl(&statement).is_some()
+            || matches!(as_sql(&statement), Some(Statement::Kill { .. }))
             || as_merge(&statement).is_some()
             || as_call(&statement).is_some()
         {
@@ -237,6 +290,10 @@ impl Engine {
         sql: &str,
         params: &[ScalarValue],
     ) -> Result<Outcome> {
+        if running::is_show_statements(sql) {
+            let rows = self.show_statements(caller).await?;
+            return Ok(Outcome::Done { rows, affected: 0 });
+        }
         if let Some(form) = alter_forms::parse_alter_form(sql)? {
             self.run_alter_form(caller, &form).await?;
             return Ok(Outcome::Done {
@@ -280,6 +337,10 @@ impl Engine {
         statement: DfStatement,
         params: &[ScalarValue],
     ) -> Result<Outcome> {
+        if let Some(Statement::Kill { id, .. }) = as_sql(&statement) {
+            self.kill(caller, *id)?;
+            return Outcome::count(1);
+        }
         if let Some(call) = as_call(&statement) {
             if !params.is_empty() {
                 return Err(FloeError::invalid("CALL takes no parameters"));
@@ -469,6 +530,7 @@ impl Engine {
         .await?;
         ctx.register_catalog(&self.catalog_name, catalog.clone());
         let (plan, parameters) = plan_resolved(&ctx, &catalog, caller, statement, params).await?;
+        note_tables(catalog.table_names());
         let planned = match plan {
             LogicalPlan::Dml(mut dml) if is_write(&dml) => {
                 // Fully qualified: the write finds its table whatever the caller's schema.
@@ -615,9 +677,12 @@ impl Engine {
 async fn to_the_end<T: Send + 'static>(
     write: impl Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
-    tokio::spawn(write)
-        .await
-        .map_err(|e| FloeError::internal(format!("a write's task failed: {e}")))?
+    match crate::ops::statements::Scope::current() {
+        Some(scope) => tokio::spawn(scope.run(write)),
+        None => tokio::spawn(write),
+    }
+    .await
+    .map_err(|e| FloeError::internal(format!("a write's task failed: {e}")))?
 }
 
 /// The rewrites of a statement's text that come before its tables are resolved.
@@ -748,6 +813,9 @@ fn as_sql(statement: &DfStatement) -> Option<&Statement> {
         _ => None,
     }
 }
+
+/// How long `/ready` waits for the catalog.
+const READINESS_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn as_call(statement: &DfStatement) -> Option<&Function> {
     match as_sql(statement)? {

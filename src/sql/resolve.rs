@@ -250,6 +250,24 @@ fn display_name(reference: &TableReference, namespace: &str) -> String {
 
 impl StatementCatalog {
     /// The error a table of the statement failed to plan its scan with, if any.
+    /// The tables resolved, as `namespace.table`.
+    pub fn table_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .schemas
+            .values()
+            .flat_map(|schema| {
+                let namespace = schema.namespace.to_url_string();
+                let resolved = schema.resolved.lock().map(|r| r.keys().cloned().collect());
+                resolved
+                    .unwrap_or_else(|_| Vec::new())
+                    .into_iter()
+                    .map(move |table| format!("{namespace}.{table}"))
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
     pub fn planning_error(&self) -> Option<FloeError> {
         self.schemas.values().find_map(|schema| {
             let resolved = schema.resolved.lock().ok()?;

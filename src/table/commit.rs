@@ -22,6 +22,16 @@ pub struct WrittenFile {
     pub spec_id: i32,
 }
 
+impl WrittenFile {
+    /// The file's size in bytes, as its descriptor records it (0 if it does not).
+    pub fn size(&self) -> u64 {
+        serde_json::from_str::<serde_json::Value>(&self.json)
+            .ok()
+            .and_then(|file| file.get("file_size_in_bytes")?.as_u64())
+            .unwrap_or(0)
+    }
+}
+
 /// Reads the descriptor rows a write job returned.
 pub fn written_files(batches: &[RecordBatch]) -> Result<Vec<WrittenFile>> {
     let mut files = Vec::new();

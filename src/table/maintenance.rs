@@ -170,6 +170,13 @@ async fn delete(table: &Table, path: &str) -> u64 {
     }
 }
 
+/// The data and delete files any snapshot of `table` references.
+pub(crate) async fn referenced_files(table: &Table) -> Result<HashSet<String>> {
+    let snapshots: Vec<&SnapshotRef> = table.metadata().snapshots().collect();
+    let files = files_of(table, &snapshots).await?;
+    Ok(files.data.into_iter().chain(files.deletes).collect())
+}
+
 /// Every file some of `snapshots` reference.
 #[derive(Default)]
 struct Files {

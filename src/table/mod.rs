@@ -6,6 +6,7 @@
 pub mod commit;
 pub mod constants;
 pub mod filter;
+pub mod journal;
 pub mod maintenance;
 pub mod metadata_tables;
 pub mod nested;

@@ -17,6 +17,7 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 use iceberg::table::Table;
 
+use super::journal;
 use super::scan::plan_scan;
 use super::write::{
     COMPRESSION_CODEC, IcebergWriteExec, TARGET_FILE_SIZE, WriteSpec, distribution_mode,
@@ -192,6 +193,7 @@ impl TableProvider for IcebergTableProvider {
             .ok()
             .and_then(|mut next| next.take())
             .unwrap_or_else(new_write_id);
+        journal::begin(&self.table, &write_id)?;
         let (shuffled, clustered) = distribution_mode(metadata.properties())?;
         let spec = WriteSpec {
             table: self.name.clone(),

@@ -53,9 +53,11 @@ use iceberg::table::Table;
 
 use super::commit::{CommitOutcome, WrittenFile, commit_append};
 use super::data_location;
+use super::journal;
 use super::overwrite::{Overwrite, commit_overwrite};
 use crate::catalog::commit::FloeCatalog;
 use crate::error::{ErrorKind, Result};
+use crate::ops::metrics::metrics;
 
 /// How many times a commit the catalog lost (`UNAVAILABLE`, nothing committed) is tried.
 pub const COMMIT_ATTEMPTS: usize = 2;
@@ -111,6 +113,7 @@ pub async fn commit_write(
     files: &[WrittenFile],
     how: &WriteCommit,
 ) -> Result<u64> {
+    journal::crash_point("before-commit");
     let mut attempt = 1;
     loop {
         let outcome = match how {
@@ -120,11 +123,17 @@ pub async fn commit_write(
             }
         };
         match outcome {
-            CommitOutcome::Committed(rows) => return Ok(rows),
+            CommitOutcome::Committed(rows) => {
+                journal::crash_point("after-commit");
+                journal::end(write_id);
+                metrics().written(rows, written_bytes(files), files.len() as u64);
+                return Ok(rows);
+            }
             CommitOutcome::NotCommitted(e)
                 if e.kind == ErrorKind::Unavailable && attempt < COMMIT_ATTEMPTS =>
             {
                 tracing::info!(write_id, "the catalog lost the commit; trying again: {e}");
+                metrics().commit_retried();
                 attempt += 1;
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
@@ -144,6 +153,10 @@ pub async fn commit_write(
     }
 }
 
+fn written_bytes(files: &[WrittenFile]) -> u64 {
+    files.iter().map(WrittenFile::size).sum()
+}
+
 /// Deletes the directories of writes that are definitely not committed, now and again
 /// after [`SWEEP_DELAYS`] (tasks of a failed job may still be finishing).
 pub async fn discard_writes(planned: &Table, write_ids: &[String]) {
@@ -153,17 +166,22 @@ pub async fn discard_writes(planned: &Table, write_ids: &[String]) {
         .collect();
     let file_io = planned.file_io().clone();
     delete_all(&file_io, &locations).await;
+    let write_ids = write_ids.to_vec();
     tokio::spawn(async move {
         for delay in SWEEP_DELAYS {
             tokio::time::sleep(delay).await;
             delete_all(&file_io, &locations).await;
+        }
+        // Until here a coordinator restart deletes them again.
+        for write_id in &write_ids {
+            journal::end(write_id);
         }
     });
 }
 
 /// Deletes the given write directories. Some storages (the local file system) block
 /// inside their async calls: the deletion runs on a blocking thread.
-async fn delete_all(file_io: &FileIO, locations: &[String]) {
+pub(super) async fn delete_all(file_io: &FileIO, locations: &[String]) {
     let (file_io, locations) = (file_io.clone(), locations.to_vec());
     let runtime = tokio::runtime::Handle::current();
     let deletion = tokio::task::spawn_blocking(move || {
