@@ -3,8 +3,8 @@ statements and KILL, admission control, executor loss, crash-safe writes, many
 clients at once. Real processes on loopback; the answers checked with pyiceberg."""
 
 import json
-import os
 import signal
+import struct
 import threading
 import time
 import urllib.error
@@ -12,10 +12,14 @@ import urllib.request
 from pathlib import Path
 
 import adbc_driver_manager
+import grpc
 import pyarrow as pa
+import pyarrow.flight as flight
 import pytest
+from adbc_driver_manager import StatementOptions
 
-from conftest import FLOE_BIN, Process, Server, free_port, query
+from conftest import Process, Server, free_port, query
+from floe_flight import _command, _length_delimited
 
 # A join whose work takes seconds on a debug build: the window to act while it runs.
 SLOW_QUERY = ("SELECT count(*) FROM generate_series(1, 300000) a, generate_series(1, 300000) b "
@@ -402,5 +406,85 @@ def test_many_clients_mixing_reads_and_inserts(tmp_path):
         print(f"load: {len(inserted)} inserts, {32 * 10} statements in {elapsed:.1f}s, "
               f"{len(rejected)} rejected, coordinator peak RSS {peak_kb // 1024} MiB")
         assert peak_kb < 2 * 1024 * 1024
+    finally:
+        server.stop()
+
+
+# --- PollFlightInfo ------------------------------------------------------------------
+
+def proto_fields(data: bytes) -> dict[int, list]:
+    """The top-level fields of a protobuf message: {number: [values]}."""
+    fields, i = {}, 0
+
+    def varint():
+        nonlocal i
+        shift = value = 0
+        while True:
+            byte = data[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+
+    while i < len(data):
+        key = varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value = varint()
+        elif wire == 1:
+            value = struct.unpack("<d", data[i:i + 8])[0]
+            i += 8
+        elif wire == 2:
+            size = varint()
+            value = data[i:i + size]
+            i += size
+        else:
+            raise ValueError(f"wire type {wire}")
+        fields.setdefault(number, []).append(value)
+    return fields
+
+
+def test_poll_flight_info_reports_progress_until_the_result_is_ready(tmp_path):
+    server = Server(tmp_path / "data", ["--target-partitions", "4"])
+    try:
+        table = join_table(server, files=8, rows=10000)
+        sql = JOIN.format(t=table)
+        expected = [{"k": k, "n": 800 * 800} for k in range(100)]
+        channel = grpc.insecure_channel(server.uri.removeprefix("grpc://"))
+        poll = channel.unary_unary("/arrow.flight.protocol.FlightService/PollFlightInfo")
+        # FlightDescriptor{type: CMD, cmd: Any(CommandStatementQuery)}
+        descriptor = b"\x08\x02" + _length_delimited(2, _command("CommandStatementQuery", sql))
+        answers = []
+        while descriptor is not None:
+            fields = proto_fields(poll(descriptor, timeout=60))
+            assert 1 in fields, "every PollInfo carries a FlightInfo"
+            answers.append((fields.get(3, [None])[0], fields))
+            descriptor = fields.get(2, [None])[0]
+        progress = [p for p, _ in answers]
+        print(f"PollFlightInfo progress: {progress}")
+        assert len(answers) >= 2, "the statement took several polls"
+        assert all(0.0 <= p <= 1.0 for p in progress) and progress == sorted(progress), progress
+        assert progress[-1] == 1.0 and progress[-2] < 1.0
+        info = proto_fields(answers[-1][1][1][0])
+        endpoint = proto_fields(info[3][0])
+        ticket = proto_fields(endpoint[1][0])[1][0]
+        rows = flight.FlightClient(server.uri).do_get(flight.Ticket(ticket)).read_all()
+        assert rows.to_pylist() == expected
+        channel.close()
+
+        # ADBC's incremental execution drives PollFlightInfo the same way.
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.adbc_statement.set_options(**{StatementOptions.INCREMENTAL.value: "true"})
+            partitions, seen = [], []
+            while True:
+                new, _ = cur.adbc_execute_partitions(sql)
+                if not new:
+                    break
+                partitions.extend(new)
+                seen.append(cur.adbc_statement.get_option_float(StatementOptions.PROGRESS.value))
+            assert len(partitions) == 1 and seen == [1.0]
+            cur.adbc_read_partition(partitions[0])
+            assert cur.fetch_arrow_table().to_pylist() == expected
     finally:
         server.stop()

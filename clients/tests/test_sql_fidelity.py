@@ -156,3 +156,12 @@ def test_unknown_or_malformed_tickets_get_a_status(server):
     with pytest.raises(pa.ArrowInvalid):
         client.do_get(flight.Ticket(b"not a ticket")).read_all()
     client.close()
+
+
+def test_table_functions_with_no_column_selected(cur):
+    # The scan selects no column: its plan must still reach the executors intact
+    # (datafusion-proto drops the empty selection of a generate_series scan).
+    assert query(cur, "SELECT count(*) AS n FROM generate_series(1, 10)").to_pylist() == [{"n": 10}]
+    assert query(cur, "SELECT count(1) AS n FROM range(7)").to_pylist() == [{"n": 7}]
+    assert query(cur, "SELECT 1 AS one FROM generate_series(1, 3)").to_pylist() == [{"one": 1}] * 3
+    assert query(cur, "SELECT sum(value) AS s FROM generate_series(1, 4)").to_pylist() == [{"s": 10}]

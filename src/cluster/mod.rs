@@ -13,6 +13,7 @@ mod explain;
 mod jobs;
 mod joins;
 mod result_files;
+mod table_functions;
 mod task_errors;
 
 use std::net::SocketAddr;
@@ -94,6 +95,7 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
     let rules = joins::with_join_guards(PhysicalOptimizer::new().rules);
     Ok(SessionStateBuilder::new()
         .with_default_features()
+        .with_table_functions(table_functions::table_functions())
         .with_config(config)
         .with_physical_optimizer_rules(rules)
         .build())

@@ -3,6 +3,7 @@
 
 mod auth;
 mod metadata;
+mod poll;
 pub mod prepared;
 pub mod results;
 mod session;
@@ -65,6 +66,7 @@ pub struct FloeFlightService {
     engine: Arc<Engine>,
     authenticator: Arc<Authenticator>,
     pending: PendingResults,
+    polls: poll::Polls,
     prepared: PreparedStatements,
     sessions: Sessions,
     sql_info: SqlInfoData,
@@ -79,6 +81,7 @@ impl FloeFlightService {
             engine,
             authenticator,
             pending: PendingResults::default(),
+            polls: poll::Polls::default(),
             prepared: PreparedStatements::default(),
             sessions: Sessions::default(),
             sql_info: sql_info::sql_info(false)?,
@@ -146,25 +149,7 @@ impl FloeFlightService {
         running: Option<Running>,
         descriptor: FlightDescriptor,
     ) -> Result<FlightInfo, Status> {
-        let schema = match &outcome {
-            Outcome::Query(query) => client_schema(&query.schema()),
-            Outcome::Done { rows, .. } => rows.schema(),
-        };
-        let handle = self.pending.insert(outcome, running);
-        let ticket = TicketStatementQuery {
-            statement_handle: handle.into(),
-        };
-        FlightInfo::new()
-            .try_with_schema(&schema)
-            .map_err(|e| Status::internal(e.to_string()))
-            .map(|info| {
-                info.with_descriptor(descriptor)
-                    .with_endpoint(
-                        FlightEndpoint::new()
-                            .with_ticket(Ticket::new(ticket.as_any().encode_to_vec())),
-                    )
-                    .with_ordered(true)
-            })
+        describe(&self.pending, outcome, running, descriptor)
     }
 
     /// Cancels the statements whose results `info` describes; true if any was waiting
@@ -209,6 +194,34 @@ impl FloeFlightService {
         running.end(result.as_ref().map(|n| *n as u64));
         result.map_err(status)
     }
+}
+
+/// Keeps `outcome` in `pending` for the DoGet of the ticket in the answer.
+fn describe(
+    pending: &PendingResults,
+    outcome: Outcome,
+    running: Option<Running>,
+    descriptor: FlightDescriptor,
+) -> Result<FlightInfo, Status> {
+    let schema = match &outcome {
+        Outcome::Query(query) => client_schema(&query.schema()),
+        Outcome::Started(stream) => client_schema(&stream.schema()),
+        Outcome::Done { rows, .. } => rows.schema(),
+    };
+    let handle = pending.insert(outcome, running);
+    let ticket = TicketStatementQuery {
+        statement_handle: handle.into(),
+    };
+    FlightInfo::new()
+        .try_with_schema(&schema)
+        .map_err(|e| Status::internal(e.to_string()))
+        .map(|info| {
+            info.with_descriptor(descriptor)
+                .with_endpoint(
+                    FlightEndpoint::new().with_ticket(Ticket::new(ticket.as_any().encode_to_vec())),
+                )
+                .with_ordered(true)
+        })
 }
 
 /// A schema as Flight SQL carries it in prepared statement results.
@@ -314,51 +327,47 @@ impl FlightSqlService for FloeFlightService {
             .map_err(status)?;
         let (streaming, running) = (taken.streaming, taken.running);
         let token = streaming.token.clone();
-        let (schema, batches) = match taken.outcome {
+        let scope = running.as_ref().map(Running::scope).unwrap_or_default();
+        let (schema, started) = match taken.outcome {
             Outcome::Done { rows, .. } => {
                 let schema = rows.schema();
                 let stream = futures::stream::iter([Ok(rows)]).boxed();
-                (schema, stream)
+                let batches = until_cancelled(stream, streaming);
+                return Ok(Response::new(encoded(batches.boxed(), schema)));
             }
+            // Dropping the job's future cancels the Ballista job.
             Outcome::Query(query) => {
                 let schema = client_schema(&query.schema());
-                let scope = running.as_ref().map(Running::scope).unwrap_or_default();
-                // Dropping the job's future cancels the Ballista job.
                 let started = tokio::select! {
                     stream = scope.clone().run(self.engine.run_query(query)) => stream,
                     _ = token.cancelled() => Err(results::cancelled()),
                     _ = scope.cancelled() => Err(statements::killed()),
                 };
-                let stream = match started {
-                    Ok(stream) => stream,
-                    Err(e) => {
-                        if let Some(running) = running {
-                            running.end(Err(&e));
-                        }
-                        return Err(status(e));
-                    }
-                };
-                let target = schema.clone();
-                let stream = stream
-                    .map_err(|e| FlightError::ExternalError(Box::new(FloeError::from(e))))
-                    .and_then(move |batch| {
-                        futures::future::ready(
-                            conform_batch(&batch, &target).map_err(FlightError::Arrow),
-                        )
-                    });
-                let stream = match running {
-                    Some(running) => counted(stream, running).boxed(),
-                    None => stream.boxed(),
-                };
-                (schema, stream)
+                (schema, started)
+            }
+            Outcome::Started(stream) => (client_schema(&stream.schema()), Ok(stream)),
+        };
+        let stream = match started {
+            Ok(stream) => stream,
+            Err(e) => {
+                if let Some(running) = running {
+                    running.end(Err(&e));
+                }
+                return Err(status(e));
             }
         };
+        let target = schema.clone();
+        let stream = stream
+            .map_err(|e| FlightError::ExternalError(Box::new(FloeError::from(e))))
+            .and_then(move |batch| {
+                futures::future::ready(conform_batch(&batch, &target).map_err(FlightError::Arrow))
+            });
+        let batches = match running {
+            Some(running) => counted(stream, running).boxed(),
+            None => stream.boxed(),
+        };
         let batches = until_cancelled(batches, streaming);
-        let encoded = FlightDataEncoderBuilder::new()
-            .with_schema(schema)
-            .build(batches)
-            .map_err(flight_error_status);
-        Ok(Response::new(Box::pin(encoded)))
+        Ok(Response::new(encoded(batches.boxed(), schema)))
     }
 
     async fn do_put_statement_update(
@@ -845,12 +854,18 @@ fn set_bearer<T>(response: &mut Response<T>, token: &str) -> Result<(), Status> 
     Ok(())
 }
 
+/// Batches encoded as Flight data; the schema goes first even when there are none.
+fn encoded(
+    batches: futures::stream::BoxStream<'static, Result<RecordBatch, FlightError>>,
+    schema: datafusion::arrow::datatypes::SchemaRef,
+) -> DoGetStream {
+    let encoder = FlightDataEncoderBuilder::new().with_schema(schema);
+    Box::pin(encoder.build(batches).map_err(flight_error_status))
+}
+
 fn one_batch(batch: RecordBatch) -> Response<DoGetStream> {
-    let encoded = FlightDataEncoderBuilder::new()
-        .with_schema(batch.schema())
-        .build(futures::stream::iter([Ok(batch)]))
-        .map_err(flight_error_status);
-    Response::new(Box::pin(encoded))
+    let schema = batch.schema();
+    Response::new(encoded(futures::stream::iter([Ok(batch)]).boxed(), schema))
 }
 
 fn flight_error_status(e: FlightError) -> Status {
@@ -874,7 +889,8 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), FloeError> {
     let authenticator = Arc::new(Authenticator::new(auth)?);
-    let service = FlightServiceServer::new(FloeFlightService::new(engine, authenticator.clone())?)
+    let flight = FloeFlightService::new(engine, authenticator.clone())?;
+    let service = FlightServiceServer::new(poll::FloeFlight(Arc::new(flight)))
         .max_decoding_message_size(64 * 1024 * 1024)
         .max_encoding_message_size(64 * 1024 * 1024);
     let service = auth::Authenticated::new(service, authenticator);

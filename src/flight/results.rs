@@ -30,7 +30,7 @@ const _: () = assert!(TICKET_TTL.as_secs() <= RESULT_RETENTION.as_secs());
 
 /// Statements described by GetFlightInfo and waiting for their DoGet. A ticket is
 /// taken by its first DoGet.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct PendingResults {
     state: Arc<Mutex<State>>,
 }

@@ -115,7 +115,8 @@ impl Scope {
         self.with(|s| s.tables.clone()).unwrap_or_default()
     }
 
-    fn jobs(&self) -> Vec<String> {
+    /// The Ballista jobs the statement submitted so far.
+    pub fn jobs(&self) -> Vec<String> {
         self.with(|s| s.jobs.clone()).unwrap_or_default()
     }
 }

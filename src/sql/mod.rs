@@ -91,6 +91,8 @@ pub enum Outcome {
     /// A statement that already ran; `rows` is what it returns (nothing for DDL, the
     /// row count for INSERT).
     Done { rows: RecordBatch, affected: i64 },
+    /// A query whose job runs already (started by PollFlightInfo): its rows as they come.
+    Started(SendableRecordBatchStream),
 }
 
 impl Outcome {
@@ -106,7 +108,7 @@ impl Outcome {
     pub fn rows(&self) -> u64 {
         match self {
             Outcome::Done { rows, affected } => (*affected).max(rows.num_rows() as i64) as u64,
-            Outcome::Query(_) => 0,
+            Outcome::Query(_) | Outcome::Started(_) => 0,
         }
     }
 
@@ -114,7 +116,7 @@ impl Outcome {
     pub fn affected(self) -> Result<i64> {
         match self {
             Outcome::Done { affected, .. } => Ok(affected),
-            Outcome::Query(_) => Err(FloeError::invalid(
+            Outcome::Query(_) | Outcome::Started(_) => Err(FloeError::invalid(
                 "a query was sent as an update; execute it as a query",
             )),
         }
@@ -182,6 +184,21 @@ impl Engine {
     /// The metrics, with the cluster's and the statements' gauges read now.
     pub async fn metrics_text(&self) -> String {
         metrics().render(self.cluster.gauges().await, self.statements.gauges())
+    }
+
+    /// How far the jobs of a statement have got (finished tasks of all their stages,
+    /// 0 to 1); `None` while none of them is running.
+    pub async fn progress(&self, jobs: &[String]) -> Option<f64> {
+        let mut counts = crate::cluster::TaskCounts::default();
+        let mut any = false;
+        for job in jobs {
+            if let Some(c) = self.cluster.task_counts(job).await {
+                any = true;
+                counts.done += c.done;
+                counts.total += c.total;
+            }
+        }
+        any.then(|| counts.fraction())
     }
 
     /// Whether statements can run: an executor is alive and the catalog answers.

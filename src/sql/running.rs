@@ -35,16 +35,7 @@ impl Engine {
             .collect();
         let mut progress = Vec::with_capacity(statements.len());
         for statement in &statements {
-            let mut counts = crate::cluster::TaskCounts::default();
-            let mut any = false;
-            for job in &statement.jobs {
-                if let Some(c) = self.cluster.task_counts(job).await {
-                    any = true;
-                    counts.done += c.done;
-                    counts.total += c.total;
-                }
-            }
-            progress.push(any.then(|| counts.fraction()));
+            progress.push(self.progress(&statement.jobs).await);
         }
         let now = SystemTime::now();
         let micros = |t: SystemTime| {
