@@ -72,7 +72,7 @@ def slow_query(server):
 def running_ids(server, kind="query"):
     with server.connect() as conn, conn.cursor() as cur:
         rows = query(cur, "SHOW STATEMENTS").to_pylist()
-    return [row["id"] for row in rows if row["kind"] == kind]
+    return [row["id"] for row in rows if row["kind"] == kind and row["state"] == "running"]
 
 
 def wait_for(condition, timeout=60, what="condition"):
@@ -157,6 +157,7 @@ def test_show_statements_lists_a_running_query_and_kill_cancels_it(server):
     with server.connect() as conn, conn.cursor() as cur:
         listed = {row["id"]: row for row in query(cur, "SHOW STATEMENTS").to_pylist()}
         assert listed[ids[0]]["sql"] == SLOW_QUERY and listed[ids[0]]["user"] == "anonymous"
+        assert listed[ids[0]]["state"] == "running"
         assert listed[ids[0]]["elapsed_ms"] >= 0
         started = time.time()
         cur.execute(f"KILL QUERY {ids[0]}")
@@ -174,6 +175,14 @@ def test_admission_queues_refuses_when_full_and_recovers(tmp_path):
     server, base = metrics_server(tmp_path, "--max-concurrent-statements", "1",
                                   "--statement-queue-timeout-secs", "2")
     try:
+        # A query whose client never fetches it holds no place.
+        descriptor = flight.FlightDescriptor.for_command(_command("CommandStatementQuery", "SELECT 7"))
+        flight.FlightClient(server.uri).get_flight_info(descriptor)
+        assert query_one(server, "SELECT 8 AS x") == [{"x": 8}]
+        with server.connect() as conn, conn.cursor() as cur:
+            listed = query(cur, "SHOW STATEMENTS").to_pylist()
+        assert [(r["sql"], r["state"]) for r in listed if r["kind"] == "query"] == [("SELECT 7", "waiting")]
+
         thread, outcome = run_in_thread(lambda: slow_query(server))
         wait_for(lambda: running_ids(server), what="the slow query running")
         with server.connect() as conn, conn.cursor() as cur:
@@ -255,7 +264,7 @@ def test_an_executor_killed_during_a_query_fails_it_unavailable_and_the_cluster_
             rows = query_one(server, JOIN.format(t=table))
             assert rows == expected, "a statement that survives the loss has the right answer"
         except adbc_driver_manager.Error as e:
-            assert "unavailable" in str(e).lower() and "was lost" in str(e), e
+            assert "unavailable" in str(e).lower() and "lost executor" in str(e), e
         assert time.time() - started < 40, "noticed within seconds (executor_timeout_secs = 6)"
         killer.join()
         # The survivor runs the next statements; a new executor joins.

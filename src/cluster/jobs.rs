@@ -55,7 +55,8 @@ impl Cluster {
     /// Runs a query and streams its result batch by batch. Partitions that in-process
     /// executors write are streamed while they are written; the others once the job
     /// is done. Returns when the first batch is there or the job ended, or with the
-    /// job's error if it failed before. Past `timeout` (until the job ends) the job is cancelled and the
+    /// job's error if it failed before; a query that loses an executor before that runs
+    /// once more. Past `timeout` (until the job ends) the job is cancelled and the
     /// stream fails; dropping the stream cancels the job too.
     pub async fn run_query(
         &self,
@@ -65,6 +66,27 @@ impl Cluster {
         timeout: Option<Duration>,
     ) -> Result<SendableRecordBatchStream> {
         let deadline = timeout.map(|limit| (tokio::time::Instant::now() + limit, limit));
+        let mut attempt = 1;
+        loop {
+            match self.start_query(ctx, plan, schema.clone(), deadline).await {
+                // Nothing has reached the client yet: the same plan (pinned to the same
+                // snapshots) runs again on the executors that are left.
+                Err(e) if e.message.starts_with(EXECUTOR_LOST) && attempt < QUERY_ATTEMPTS => {
+                    tracing::warn!(attempt, "running the query again: {e}");
+                    attempt += 1;
+                }
+                started => return started,
+            }
+        }
+    }
+
+    async fn start_query(
+        &self,
+        ctx: &Arc<SessionContext>,
+        plan: &LogicalPlan,
+        schema: SchemaRef,
+        deadline: Option<(tokio::time::Instant, Duration)>,
+    ) -> Result<SendableRecordBatchStream> {
         let job = self.submit(ctx, plan, "query").await?;
         let live = live::subscribe(&job.job_id);
         let (out, mut batches) = mpsc::channel(2);
@@ -257,6 +279,12 @@ impl Cluster {
     }
 }
 
+/// How a statement that lost an executor it depended on fails (the message's start).
+const EXECUTOR_LOST: &str = "lost executor";
+
+/// How many times a query whose executor was lost before its first row is run.
+const QUERY_ATTEMPTS: usize = 2;
+
 /// How often a running job checks that some executor is alive.
 const EXECUTOR_CHECK: Duration = Duration::from_secs(1);
 
@@ -277,9 +305,9 @@ impl ExecutorWatch {
         let alive = cluster.executor_ids().await;
         if let Some(lost) = self.depends_on.iter().find(|id| !alive.contains(*id)) {
             return Err(FloeError::unavailable(format!(
-                "executor {lost} was lost while the statement ran (no heartbeat for \
-                 executor_timeout_secs); the statement was cancelled and nothing was \
-                 committed, retrying is safe"
+                "{EXECUTOR_LOST} {lost}: not heard from for executor_timeout_secs while the \
+                 statement ran; the statement was cancelled and nothing was committed, \
+                 retrying is safe"
             )));
         }
         self.depends_on = cluster.job_executors(job_id).await;

@@ -124,13 +124,16 @@ impl FloeFlightService {
         params: &[ScalarValue],
         descriptor: FlightDescriptor,
     ) -> Result<FlightInfo, Status> {
-        let running = self.admit(caller, sql).await?;
+        let mut running = self.admit(caller, sql).await?;
         let outcome = running
             .scope()
             .run(self.engine.execute(caller, sql, params))
             .await;
         match outcome {
-            Ok(outcome @ Outcome::Query(_)) => self.describe(outcome, Some(running), descriptor),
+            Ok(outcome @ Outcome::Query(_)) => {
+                running.release_place();
+                self.describe(outcome, Some(running), descriptor)
+            }
             Ok(outcome) => {
                 running.end(Ok(outcome.rows()));
                 self.describe(outcome, None, descriptor)
@@ -301,8 +304,9 @@ impl FlightSqlService for FloeFlightService {
             .take_fresh_plan(&query.prepared_statement_handle, caller.access.user());
         let info = match fresh {
             Some(plan) => {
-                let running = self.admit(&caller, &handle.sql).await?;
+                let mut running = self.admit(&caller, &handle.sql).await?;
                 running.scope().note_tables(plan.tables());
+                running.release_place();
                 self.describe(Outcome::Query(plan), Some(running), descriptor)?
             }
             None => {
@@ -325,7 +329,7 @@ impl FlightSqlService for FloeFlightService {
             .pending
             .take(&ticket.statement_handle)
             .map_err(status)?;
-        let (streaming, running) = (taken.streaming, taken.running);
+        let (streaming, mut running) = (taken.streaming, taken.running);
         let token = streaming.token.clone();
         let scope = running.as_ref().map(Running::scope).unwrap_or_default();
         let (schema, started) = match taken.outcome {
@@ -338,8 +342,14 @@ impl FlightSqlService for FloeFlightService {
             // Dropping the job's future cancels the Ballista job.
             Outcome::Query(query) => {
                 let schema = client_schema(&query.schema());
+                let run = async {
+                    if let Some(running) = running.as_mut() {
+                        running.take_place().await?;
+                    }
+                    self.engine.run_query(query).await
+                };
                 let started = tokio::select! {
-                    stream = scope.clone().run(self.engine.run_query(query)) => stream,
+                    stream = scope.clone().run(run) => stream,
                     _ = token.cancelled() => Err(results::cancelled()),
                     _ = scope.cancelled() => Err(statements::killed()),
                 };

@@ -4,8 +4,9 @@
 //! `max_concurrent_statements` run at once, the others wait up to
 //! `statement_queue_timeout_secs` and are then refused with `RESOURCE_EXHAUSTED`. The
 //! [`Running`] guard an admitted statement gets holds its place until the statement
-//! ends (a query: its last row streamed, or the client gone), then writes the query
-//! log line (`floe::query`) and counts it in the metrics.
+//! ends (a query: its last row streamed, or the client gone; between GetFlightInfo and
+//! DoGet a query gives its place back and takes one again to run), then writes the
+//! query log line (`floe::query`) and counts it in the metrics.
 //!
 //! While it runs, the statement's [`Scope`] is a task-local: the layers below read it
 //! without it being passed through every call, to note the tables resolved, the jobs
@@ -55,6 +56,8 @@ pub struct StatementInfo {
     pub sql: String,
     pub started_at: SystemTime,
     pub jobs: Vec<String>,
+    /// `running`, or `waiting` for its client to fetch it.
+    pub state: &'static str,
 }
 
 /// What the layers below a statement see of it.
@@ -69,6 +72,8 @@ pub struct Scope {
 struct Shared {
     tables: Vec<String>,
     jobs: Vec<String>,
+    /// Planned and waiting for its client to fetch it (holding no place).
+    waiting: bool,
 }
 
 tokio::task_local! {
@@ -217,7 +222,7 @@ impl Statements {
             user: user.to_string(),
             kind,
             started,
-            _permit: permit,
+            permit,
             rows: 0,
             bytes: 0,
             ended: false,
@@ -263,6 +268,10 @@ impl Statements {
                 sql: entry.sql.clone(),
                 started_at: entry.started_at,
                 jobs: entry.scope.jobs(),
+                state: match entry.scope.with(|s| s.waiting).unwrap_or(false) {
+                    true => "waiting",
+                    false => "running",
+                },
             })
             .collect()
     }
@@ -301,7 +310,7 @@ pub struct Running {
     user: String,
     kind: &'static str,
     started: Instant,
-    _permit: Option<OwnedSemaphorePermit>,
+    permit: Option<OwnedSemaphorePermit>,
     rows: u64,
     bytes: u64,
     ended: bool,
@@ -314,6 +323,28 @@ impl Running {
 
     pub fn scope(&self) -> Scope {
         self.scope.clone()
+    }
+
+    /// Gives the statement's place back while it waits for its client (a query between
+    /// GetFlightInfo and DoGet): a client that never fetches must not hold it.
+    pub fn release_place(&mut self) {
+        self.permit = None;
+        self.scope.with(|s| s.waiting = true);
+    }
+
+    /// Takes a place again (see [`Self::release_place`]), waiting as [`Statements::admit`]
+    /// does.
+    pub async fn take_place(&mut self) -> Result<()> {
+        if self.permit.is_some() {
+            return Ok(());
+        }
+        let permit = match self.registry.admission.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => self.registry.wait_for_place(self.kind).await?,
+        };
+        self.permit = Some(permit);
+        self.scope.with(|s| s.waiting = false);
+        Ok(())
     }
 
     /// Counts rows streamed to the client.

@@ -53,6 +53,9 @@ impl Engine {
             Arc::new(StringArray::from_iter_values(
                 statements.iter().map(|s| s.kind),
             )),
+            Arc::new(StringArray::from_iter_values(
+                statements.iter().map(|s| s.state),
+            )),
             Arc::new(
                 TimestampMicrosecondArray::from_iter_values(
                     statements.iter().map(|s| micros(s.started_at)),
@@ -84,6 +87,7 @@ pub(super) fn statements_schema() -> Arc<Schema> {
         Field::new("id", DataType::Int64, false),
         Field::new("user", DataType::Utf8, false),
         Field::new("kind", DataType::Utf8, false),
+        Field::new("state", DataType::Utf8, false),
         Field::new(
             "started_at",
             DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
