@@ -21,9 +21,8 @@ from adbc_driver_manager import StatementOptions
 from conftest import Process, Server, free_port, query
 from floe_flight import _command, _length_delimited
 
-# A join whose work takes seconds on a debug build: the window to act while it runs.
-SLOW_QUERY = ("SELECT count(*) FROM generate_series(1, 300000) a, generate_series(1, 300000) b "
-              "WHERE a.value + b.value = 7")
+# Minutes of work, batch by batch: the window to act while it runs.
+SLOW_QUERY = "SELECT sum(value) AS s FROM generate_series(1, 20000000000)"
 
 
 def http_get(url: str) -> tuple[int, str]:
@@ -73,6 +72,18 @@ def running_ids(server, kind="query"):
     with server.connect() as conn, conn.cursor() as cur:
         rows = query(cur, "SHOW STATEMENTS").to_pylist()
     return [row["id"] for row in rows if row["kind"] == kind and row["state"] == "running"]
+
+
+def cpu_ticks(server, seconds):
+    """CPU time (1/100 s ticks) the server process used in the next `seconds`."""
+    stat = Path(f"/proc/{server.process.proc.pid}/stat")
+
+    def used():
+        return sum(int(x) for x in stat.read_text().split()[13:15])
+
+    before = used()
+    time.sleep(seconds)
+    return used() - before
 
 
 def wait_for(condition, timeout=60, what="condition"):
@@ -165,6 +176,8 @@ def test_show_statements_lists_a_running_query_and_kill_cancels_it(server):
         assert not thread.is_alive() and time.time() - started < 10
         assert "CANCELLED" in str(outcome.get("error")), outcome
         assert ids[0] not in running_ids(server)
+        # Its tasks stopped too: the server idles.
+        assert cpu_ticks(server, seconds=2) < 50
         with pytest.raises(adbc_driver_manager.Error, match="NOT_FOUND|no running statement"):
             cur.execute(f"KILL {ids[0]}")
         # The server still answers.

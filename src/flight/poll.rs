@@ -180,16 +180,7 @@ impl FloeFlightService {
                 let handle = self
                     .prepared
                     .get(&query.prepared_statement_handle, caller.access.user())?;
-                let params = match prepared::rows(handle.parameters.as_ref())?.as_slice() {
-                    [] => Vec::new(),
-                    [row] => row.clone(),
-                    rows => {
-                        return Err(Status::invalid_argument(format!(
-                            "a query takes one row of parameters, got {}",
-                            rows.len()
-                        )));
-                    }
-                };
+                let params = prepared::query_row(handle.parameters.as_ref())?;
                 Ok((handle.sql.clone(), params))
             }
             other => Err(Status::unimplemented(format!(

@@ -156,3 +156,15 @@ pub fn rows(parameters: Option<&RecordBatch>) -> Result<Vec<Vec<ScalarValue>>, S
         })
         .collect()
 }
+
+/// The parameters of a query: none, or one row of them.
+pub fn query_row(parameters: Option<&RecordBatch>) -> Result<Vec<ScalarValue>, Status> {
+    match rows(parameters)?.as_slice() {
+        [] => Ok(Vec::new()),
+        [row] => Ok(row.clone()),
+        rows => Err(Status::invalid_argument(format!(
+            "a query takes one row of parameters, got {}",
+            rows.len()
+        ))),
+    }
+}
