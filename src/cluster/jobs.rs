@@ -291,8 +291,8 @@ const EXECUTOR_CHECK: Duration = Duration::from_secs(1);
 /// Fails a job that cannot finish right: one that has had no executor for longer than
 /// `executor_wait_secs` (Ballista would keep it waiting for one forever), and one that
 /// lost an executor it depended on. Ballista 53 re-runs a lost executor's tasks, but in
-/// our tests the re-run stages read some shuffle outputs twice and the answer was wrong
-/// (1.5x the rows): a clean `UNAVAILABLE` the client may retry is the safe outcome.
+/// our tests the re-run job's answer was wrong (1.5x the rows): failing the job (and
+/// running a query that sent nothing yet again, see `run_query`) is the safe outcome.
 #[derive(Default)]
 struct ExecutorWatch {
     none_since: Option<Instant>,
