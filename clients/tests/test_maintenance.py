@@ -1,7 +1,11 @@
 """Table maintenance through ADBC: `CALL floe.system.rewrite_data_files` compacts small
-files into one `replace` snapshot with the same rows, and `expire_snapshots` drops old
-snapshots and deletes the files only they used; pyiceberg reads the result."""
+files into one `replace` snapshot with the same rows, `expire_snapshots` drops old
+snapshots and deletes the files only they used, `remove_orphan_files` deletes what
+nothing references; pyiceberg reads the result."""
 
+import json
+import os
+import time
 from pathlib import Path
 
 import adbc_driver_manager
@@ -95,3 +99,50 @@ def test_procedures_name_their_mistakes(cur, small_files):
         cur.execute(f"CALL floe.system.expire_snapshots(tabel => '{small_files}.flat')")
     with pytest.raises(adbc_driver_manager.Error, match="NOT_FOUND"):
         cur.execute(f"CALL floe.system.rewrite_data_files('{small_files}.missing')")
+
+
+def test_remove_orphan_files_deletes_only_old_unreferenced_files(server, cur, catalog, small_files):
+    table = f"{small_files}.daily"
+    call(cur, f"CALL floe.system.expire_snapshots('{table}', TIMESTAMP '2200-01-01 00:00:00', 1)")
+    location = Path(catalog.load_table(table).location().removeprefix("file://"))
+    every_file = sorted(p for p in location.rglob("*") if p.is_file())
+    week_ago = time.time() - 7 * 24 * 3600
+    planted = {
+        "old_data": location / "data" / "0190-dead-write" / "day=2024-01-01" / "left.parquet",
+        "old_manifest": location / "metadata" / "left-m0.avro",
+        "young_data": location / "data" / "0190-young" / "left.parquet",
+        "hint": location / "metadata" / "version-hint.text",
+        "in_flight": location / "data" / "0190-in-flight" / "part.parquet",
+    }
+    for name, path in planted.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"not referenced")
+        if name != "young_data":
+            os.utime(path, (week_ago, week_ago))
+    for path in every_file:  # the table's own files are old too: age alone deletes nothing
+        os.utime(path, (week_ago, week_ago))
+    # A write this coordinator has in flight (its journal entry) keeps its directory.
+    entry = server.data_dir / "journal" / "0190-in-flight.json"
+    entry.write_text(json.dumps({
+        "namespace": [small_files], "table": "daily", "write_id": "0190-in-flight",
+        "location": f"file://{planted['in_flight'].parent}", "started_ms": 0}))
+    try:
+        dry = call(cur, f"CALL floe.system.remove_orphan_files(table => '{table}', dry_run => true)")
+        assert sorted(r["orphan_file_location"] for r in dry) == sorted(
+            str(planted[n]) for n in ("old_data", "old_manifest"))
+        assert all(p.exists() for p in planted.values()), "a dry run deletes nothing"
+
+        removed = call(cur, f"CALL floe.system.remove_orphan_files('{table}')")
+        assert len(removed) == 2
+        assert not planted["old_data"].exists() and not planted["old_manifest"].exists()
+        assert planted["young_data"].exists() and planted["hint"].exists() and planted["in_flight"].exists()
+        assert all(p.exists() for p in every_file), "nothing the table references is deleted"
+        assert len(rows(cur, table)) == 8
+        assert len(catalog.load_table(table).scan().to_arrow()) == 8
+        # An explicit cut-off in the future takes young files too, never in-flight ones.
+        later = call(cur, f"CALL floe.system.remove_orphan_files('{table}', TIMESTAMP '2200-01-01 00:00:00')")
+        assert [r["orphan_file_location"] for r in later] == [str(planted["young_data"])]
+        assert planted["in_flight"].exists()
+        assert len(catalog.load_table(table).scan().to_arrow()) == 8
+    finally:
+        entry.unlink()

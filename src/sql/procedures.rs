@@ -14,12 +14,21 @@
 //!   deleted_data_files_count, deleted_delete_files_count, deleted_manifest_files_count,
 //!   deleted_manifest_lists_count)`.
 //!
+//! - `CALL floe.system.remove_orphan_files(table => 's.t' [, older_than => TIMESTAMP '…']
+//!   [, dry_run => true])`: deletes the files under the table's location that nothing
+//!   references (see `table::maintenance::orphan_files`) and that are older than
+//!   `older_than` (default: 3 days ago, as Spark's), which protects writes still running on
+//!   other coordinators; this coordinator's writes in flight are always kept. Answers one
+//!   row per file, `orphan_file_location` (with `dry_run`, deleting nothing). Local
+//!   storage only so far.
+//!
 //! Arguments are given by name (`name => value`) or by position, as literals.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::compute::kernels::cast_utils::string_to_timestamp_nanos;
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::sql::sqlparser::ast::{
     Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, Value,
 };
@@ -31,7 +40,10 @@ use super::row_level::reading;
 use super::{Caller, Engine, Planned, counts_batch, quoted};
 use crate::catalog::DEFAULT_NAMESPACE;
 use crate::error::{FloeError, Result};
-use crate::table::maintenance::{compaction_candidates, expire_snapshots};
+use crate::table::journal;
+use crate::table::maintenance::{
+    compaction_candidates, delete_files, expire_snapshots, orphan_files,
+};
 use crate::table::overwrite::{Overwrite, Removal};
 use crate::table::write::TARGET_FILE_SIZE;
 use crate::table::write_protocol::WriteCommit;
@@ -45,6 +57,8 @@ const DEFAULT_TARGET_FILE_SIZE: u64 = 512 * 1024 * 1024;
 const MAX_SNAPSHOT_AGE: &str = "history.expire.max-snapshot-age-ms";
 const DEFAULT_MAX_SNAPSHOT_AGE_MS: i64 = 5 * 24 * 60 * 60 * 1000;
 const MIN_SNAPSHOTS_TO_KEEP: &str = "history.expire.min-snapshots-to-keep";
+/// Spark's default for `remove_orphan_files`' `older_than`: 3 days.
+const DEFAULT_ORPHAN_AGE_MS: i64 = 3 * 24 * 60 * 60 * 1000;
 
 /// A procedure's arguments, matched to its parameter names.
 struct Arguments {
@@ -56,6 +70,7 @@ struct Arguments {
 enum Literal {
     Text(String),
     Number(String),
+    Bool(bool),
 }
 
 impl Arguments {
@@ -122,6 +137,14 @@ impl Arguments {
         }
     }
 
+    fn flag(&self, name: &str) -> Result<Option<bool>> {
+        match self.get(name) {
+            Some(Literal::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(self.wrong(name, other, "true or false")),
+            None => Ok(None),
+        }
+    }
+
     /// A timestamp argument, in milliseconds since the epoch (UTC unless it says).
     fn timestamp_ms(&self, name: &str) -> Result<Option<i64>> {
         let Some(text) = self.text(name)? else {
@@ -149,6 +172,7 @@ fn literal(procedure: &str, arg: &FunctionArgExpr) -> Result<Literal> {
     match expr {
         Expr::Value(value) => match &value.value {
             Value::Number(n, _) => Ok(Literal::Number(n.clone())),
+            Value::Boolean(b) => Ok(Literal::Bool(*b)),
             other => other
                 .clone()
                 .into_string()
@@ -182,8 +206,8 @@ fn procedure_name(name: &ObjectName, catalog_name: &str) -> Result<String> {
         }
         [system, procedure] if system == "system" => Ok(procedure.clone()),
         _ => Err(FloeError::not_found(format!(
-            "procedure {name} not found: Floe has {catalog_name}.system.rewrite_data_files and \
-             {catalog_name}.system.expire_snapshots"
+            "procedure {name} not found: Floe has {catalog_name}.system.rewrite_data_files, \
+             {catalog_name}.system.expire_snapshots and {catalog_name}.system.remove_orphan_files"
         ))),
     }
 }
@@ -208,9 +232,17 @@ impl Engine {
                 )?;
                 self.expire_snapshots(caller, &args).await
             }
+            "remove_orphan_files" => {
+                let args = Arguments::of(
+                    "remove_orphan_files",
+                    call,
+                    &["table", "older_than", "dry_run"],
+                )?;
+                self.remove_orphan_files(caller, &args).await
+            }
             other => Err(FloeError::not_found(format!(
-                "procedure system.{other} not found: Floe has rewrite_data_files and \
-                 expire_snapshots"
+                "procedure system.{other} not found: Floe has rewrite_data_files, \
+                 expire_snapshots and remove_orphan_files"
             ))),
         }
     }
@@ -333,5 +365,26 @@ impl Engine {
                 expired.manifest_lists,
             ],
         )
+    }
+
+    async fn remove_orphan_files(&self, caller: &Caller, args: &Arguments) -> Result<RecordBatch> {
+        let ident = self.procedure_table(caller, args)?;
+        let table = self.catalog.load_table(&ident).await?;
+        let older_than = match args.timestamp_ms("older_than")? {
+            Some(ms) => ms,
+            None => chrono::Utc::now().timestamp_millis() - DEFAULT_ORPHAN_AGE_MS,
+        };
+        let orphans = orphan_files(&table, older_than, &journal::in_flight()).await?;
+        if !args.flag("dry_run")?.unwrap_or(false) {
+            let deleted = delete_files(&table, &orphans).await;
+            tracing::info!(table = %ident, orphans = orphans.len(), deleted, "remove_orphan_files");
+        }
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "orphan_file_location",
+            DataType::Utf8,
+            false,
+        )]));
+        let column = StringArray::from_iter_values(orphans.iter().map(String::as_str));
+        Ok(RecordBatch::try_new(schema, vec![Arc::new(column)])?)
     }
 }

@@ -99,6 +99,18 @@ pub fn end(write_id: &str) {
     }
 }
 
+/// The directories of the writes this coordinator has in flight.
+pub fn in_flight() -> Vec<String> {
+    match JOURNAL.get() {
+        Some(dir) => entries(dir)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(_, entry)| entry.location)
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
 /// What [`recover`] did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Recovered {

@@ -1,4 +1,5 @@
-//! Table maintenance: which files a compaction rewrites, and expiring snapshots.
+//! Table maintenance: which files a compaction rewrites, expiring snapshots, and
+//! finding orphan files.
 //!
 //! Compaction itself is a distributed rewrite like a copy-on-write DELETE's (see
 //! `sql::procedures`); here is only its choice of files. Expiring snapshots removes
@@ -208,4 +209,129 @@ async fn files_of(table: &Table, snapshots: &[&SnapshotRef]) -> Result<Files> {
         }
     }
     Ok(files)
+}
+
+/// What `remove_orphan_files` looks at under a table's location: every file of `data/`,
+/// and the manifests, manifest lists and metadata files of `metadata/` (anything else
+/// there — version hints, checksums — is left alone).
+fn may_be_orphan(relative: &str) -> bool {
+    relative.starts_with("data/")
+        || (relative.starts_with("metadata/")
+            && (relative.ends_with(".avro") || relative.ends_with(".metadata.json")))
+}
+
+/// The files under `table`'s location that nothing references — no snapshot (data,
+/// delete, manifest and manifest list files), no metadata file in the log, no statistics
+/// file, no write in flight (`in_flight`: write directories) — and that were last changed
+/// before `older_than_ms`, which keeps any write still running elsewhere safe. Only
+/// local storage can be listed so far.
+pub async fn orphan_files(
+    table: &Table,
+    older_than_ms: i64,
+    in_flight: &[String],
+) -> Result<Vec<String>> {
+    let metadata = table.metadata();
+    let location = metadata.location().trim_end_matches('/');
+    let Some(root) = local_path(location) else {
+        return Err(crate::error::FloeError::unimplemented(format!(
+            "remove_orphan_files lists the table's files, which Floe can do on local storage \
+             only so far (the table is at {location})"
+        )));
+    };
+    let snapshots: Vec<&SnapshotRef> = metadata.snapshots().collect();
+    let files = files_of(table, &snapshots).await?;
+    let mut referenced: HashSet<String> = files
+        .data
+        .into_iter()
+        .chain(files.deletes)
+        .chain(files.manifests)
+        .chain(files.manifest_lists)
+        .chain(
+            metadata
+                .metadata_log()
+                .iter()
+                .map(|m| m.metadata_file.clone()),
+        )
+        .chain(
+            metadata
+                .statistics_iter()
+                .map(|s| s.statistics_path.clone()),
+        )
+        .chain(
+            metadata
+                .partition_statistics_iter()
+                .map(|s| s.statistics_path.clone()),
+        )
+        .chain(table.metadata_location().map(str::to_string))
+        .filter_map(|path| local_path(&path).map(str::to_string))
+        .collect();
+    referenced.shrink_to_fit();
+    let in_flight: Vec<String> = in_flight
+        .iter()
+        .filter_map(|dir| local_path(dir).map(|d| format!("{}/", d.trim_end_matches('/'))))
+        .collect();
+    let root = root.to_string();
+    let listed = tokio::task::spawn_blocking(move || list_files(std::path::Path::new(&root)))
+        .await
+        .map_err(|e| crate::error::FloeError::internal(format!("listing files: {e}")))?;
+    let root = local_path(location).unwrap_or_default();
+    Ok(listed
+        .into_iter()
+        .filter(|(path, modified_ms)| {
+            let relative = path
+                .strip_prefix(root)
+                .unwrap_or(path)
+                .trim_start_matches('/');
+            may_be_orphan(relative)
+                && *modified_ms < older_than_ms
+                && !referenced.contains(path)
+                && !in_flight.iter().any(|dir| path.starts_with(dir.as_str()))
+        })
+        .map(|(path, _)| path)
+        .collect())
+}
+
+/// Deletes `paths` (orphans of `table`); returns how many were deleted.
+pub async fn delete_files(table: &Table, paths: &[String]) -> u64 {
+    let mut deleted = 0;
+    for path in paths {
+        deleted += delete(table, path).await;
+    }
+    deleted
+}
+
+/// The local file system path of a location (`file:///p` or `/p`), if it is one.
+fn local_path(location: &str) -> Option<&str> {
+    let path = location
+        .strip_prefix("file://")
+        .or_else(|| location.strip_prefix("file:"))
+        .unwrap_or(location);
+    path.starts_with('/').then_some(path)
+}
+
+/// Every file below `root`, with its last change in milliseconds since the epoch.
+fn list_files(root: &std::path::Path) -> Vec<(String, i64)> {
+    let mut files = Vec::new();
+    let mut directories = vec![root.to_path_buf()];
+    while let Some(directory) = directories.pop() {
+        let Ok(entries) = std::fs::read_dir(&directory) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                directories.push(entry.path());
+            } else if let Some(path) = entry.path().to_str() {
+                let modified = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(i64::MAX, |d| d.as_millis() as i64);
+                files.push((path.to_string(), modified));
+            }
+        }
+    }
+    files
 }
