@@ -277,3 +277,33 @@ def test_an_empty_target(cur, catalog, schema, upserts):
                          f"WHEN MATCHED THEN UPDATE SET name = s.name "
                          f"WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.name, s.op)") == 4
     assert sorted(r["id"] for r in pyiceberg_rows(catalog, name)) == [1, 2, 40, 50]
+
+
+def test_delete_and_update_with_subqueries_and_using(cur, catalog, schema):
+    t, s = f"{schema}.sub_t", f"{schema}.sub_s"
+    cur.execute(f"CREATE TABLE {t} (id INT, v INT)")
+    cur.execute(f"INSERT INTO {t} VALUES (1, 1), (2, 2), (3, 3), (4, NULL), (5, 5)")
+    cur.execute(f"CREATE TABLE {s} (id INT)")
+    cur.execute(f"INSERT INTO {s} VALUES (2), (3), (NULL)")
+
+    def both():
+        ours = query(cur, f"SELECT id, v FROM {t} ORDER BY id").to_pylist()
+        theirs = sorted(catalog.load_table(t).scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+        assert ours == theirs
+        return [(r["id"], r["v"]) for r in ours]
+
+    cur.execute(f"UPDATE {t} SET v = v * 10 WHERE id IN (SELECT id FROM {s})")
+    assert cur.fetchall() == [(2,)]
+    assert both() == [(1, 1), (2, 20), (3, 30), (4, None), (5, 5)]
+    cur.execute(f"UPDATE {t} SET v = 7 WHERE EXISTS (SELECT 1 FROM {s} WHERE {s}.id + 2 = {t}.id)")
+    assert both() == [(1, 1), (2, 20), (3, 30), (4, 7), (5, 7)]
+    cur.execute(f"DELETE FROM {t} WHERE id IN (SELECT id FROM {s} WHERE id > 2)")
+    assert cur.fetchall() == [(1,)]
+    assert both() == [(1, 1), (2, 20), (4, 7), (5, 7)]
+    # NOT IN over a set holding NULL is never true: nothing goes.
+    cur.execute(f"DELETE FROM {t} WHERE id NOT IN (SELECT id FROM {s})")
+    assert cur.fetchall() == [(0,)]
+    # PostgreSQL's DELETE … USING.
+    cur.execute(f"DELETE FROM {t} USING {s} WHERE {t}.id = {s}.id + 3")
+    assert cur.fetchall() == [(1,)]
+    assert both() == [(1, 1), (2, 20), (4, 7)]

@@ -706,6 +706,7 @@ async fn to_the_end<T: Send + 'static>(
 fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     types::microsecond_timestamps(statement);
     time_travel::rewrite(statement)?;
+    row_level::using_as_exists(statement)?;
     params::number_placeholders(statement);
     Ok(())
 }

@@ -29,8 +29,11 @@ use datafusion::logical_expr::{
 };
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{self, Statement};
 use futures::TryStreamExt;
 
+use super::parse::parse;
 use super::resolve::StatementCatalog;
 use super::{Engine, Query};
 use crate::catalog::DEFAULT_NAMESPACE;
@@ -91,11 +94,41 @@ impl RowLevel {
     /// does not delete, updated if it matches.
     fn rewrite_plan(&self, source: LogicalPlan) -> Result<LogicalPlan> {
         let kept = self.predicate.clone().is_not_true();
-        let Some(assignments) = &self.assignments else {
-            return Ok(LogicalPlanBuilder::from(source).filter(kept)?.build()?);
-        };
+        // A subquery in the predicate becomes a join that adds its own columns: only the
+        // table's go on.
+        let columns: Vec<Expr> = source
+            .schema()
+            .columns()
+            .into_iter()
+            .map(Expr::Column)
+            .collect();
+        if self.assignments.is_none() {
+            let kept_rows = LogicalPlanBuilder::from(source).filter(kept)?;
+            return Ok(kept_rows.project(columns)?.build()?);
+        }
+        if self.predicate.exists(|e| Ok(is_subquery(e)))? {
+            // A subquery can stand in a filter, not in the CASE of a projection: the
+            // updated rows and the others are read apart.
+            let updated = LogicalPlanBuilder::from(source.clone())
+                .filter(self.predicate.clone())?
+                .project(columns.clone())?
+                .project(self.assigned(source.schema(), None)?)?;
+            let others = LogicalPlanBuilder::from(source)
+                .filter(kept)?
+                .project(columns)?;
+            return Ok(updated.union(others.build()?)?.build()?);
+        }
         let schema = source.schema().clone();
-        let columns = assignments
+        Ok(LogicalPlanBuilder::from(source)
+            .project(self.assigned(&schema, Some(&self.predicate))?)?
+            .build()?)
+    }
+
+    /// Each column's value after the UPDATE: the assigned one (where `matched`, if
+    /// given), else the current one.
+    fn assigned(&self, schema: &DFSchemaRef, matched: Option<&Expr>) -> Result<Vec<Expr>> {
+        let assignments = self.assignments.as_deref().unwrap_or_default();
+        assignments
             .iter()
             .enumerate()
             .map(|(i, assigned)| {
@@ -104,16 +137,59 @@ impl RowLevel {
                     Expr::Alias(alias) => (alias.expr.as_ref(), alias.name.clone()),
                     other => (other, schema.field(i).name().clone()),
                 };
-                if matches!(value, Expr::Column(_)) {
-                    return Ok(value.clone().alias(name));
+                match matched {
+                    Some(matched) if !matches!(value, Expr::Column(_)) => {
+                        Ok(when(matched.clone(), value.clone())
+                            .otherwise(current)?
+                            .alias(name))
+                    }
+                    _ => Ok(value.clone().alias(name)),
                 }
-                Ok(when(self.predicate.clone(), value.clone())
-                    .otherwise(current)?
-                    .alias(name))
             })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(LogicalPlanBuilder::from(source).project(columns)?.build()?)
+            .collect()
     }
+}
+
+fn is_subquery(expr: &Expr) -> bool {
+    matches!(
+        expr,
+        Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)
+    )
+}
+
+/// `DELETE FROM t USING s, … WHERE p` (PostgreSQL's form, which DataFusion does not
+/// plan) as `DELETE FROM t WHERE EXISTS (SELECT 1 FROM s, … WHERE p)`: the same rows.
+pub(super) fn using_as_exists(statement: &mut DfStatement) -> Result<()> {
+    let DfStatement::Statement(statement) = statement else {
+        return Ok(());
+    };
+    let Statement::Delete(delete) = statement.as_mut() else {
+        return Ok(());
+    };
+    let Some(using) = delete.using.take() else {
+        return Ok(());
+    };
+    let tables: Vec<String> = using.iter().map(ToString::to_string).collect();
+    let condition = match &delete.selection {
+        Some(selection) => format!(" WHERE {selection}"),
+        None => String::new(),
+    };
+    let text = format!("SELECT 1 FROM {}{condition}", tables.join(", "));
+    let DfStatement::Statement(parsed) = parse(&text)? else {
+        return Err(FloeError::internal(
+            "DELETE … USING: the subquery did not parse",
+        ));
+    };
+    let Statement::Query(subquery) = *parsed else {
+        return Err(FloeError::internal(
+            "DELETE … USING: the subquery is not a query",
+        ));
+    };
+    delete.selection = Some(ast::Expr::Exists {
+        subquery,
+        negated: false,
+    });
+    Ok(())
 }
 
 /// `plan` with its scans of `table` reading through `restricted` instead (the table
