@@ -138,8 +138,9 @@ def test_a_failed_update_or_delete_leaves_table_and_storage_as_they_were(cur, ca
 
 def test_unsupported_forms_are_refused(cur, events, schema):
     cur.execute(f"CREATE TABLE {schema}.other (id BIGINT)")
-    with pytest.raises(adbc_driver_manager.NotSupportedError, match="not supported"):
-        cur.execute(f"UPDATE {events} SET name = 'x' FROM {schema}.other o WHERE o.id = {events}.id")
+    with pytest.raises(adbc_driver_manager.NotSupportedError, match="one table or subquery"):
+        cur.execute(f"UPDATE {events} SET name = 'x' FROM {schema}.other o, {schema}.other p "
+                    f"WHERE o.id = {events}.id AND p.id = o.id")
     with pytest.raises(adbc_driver_manager.ProgrammingError, match="read-only"):
         cur.execute(f'DELETE FROM {schema}."events$snapshots"')
 
@@ -307,3 +308,22 @@ def test_delete_and_update_with_subqueries_and_using(cur, catalog, schema):
     cur.execute(f"DELETE FROM {t} USING {s} WHERE {t}.id = {s}.id + 3")
     assert cur.fetchall() == [(1,)]
     assert both() == [(1, 1), (2, 20), (4, 7)]
+
+
+def test_update_from_runs_as_merge(cur, catalog, schema):
+    t, s = f"{schema}.upd_t", f"{schema}.upd_s"
+    cur.execute(f"CREATE TABLE {t} (id INT, v INT)")
+    cur.execute(f"INSERT INTO {t} VALUES (1, 1), (2, 2), (3, 3)")
+    cur.execute(f"CREATE TABLE {s} (id INT, x INT)")
+    cur.execute(f"INSERT INTO {s} VALUES (2, 20), (3, 30), (3, 31)")
+    cur.execute(f"UPDATE {t} SET v = {s}.x FROM {s} WHERE {t}.id = {s}.id AND {s}.x < 25")
+    assert cur.fetchall() == [(1,)]
+    # A target row that two source rows match is refused, and nothing changes.
+    with pytest.raises(adbc_driver_manager.ProgrammingError, match="more than one source row"):
+        cur.execute(f"UPDATE {t} SET v = {s}.x FROM {s} WHERE {t}.id = {s}.id")
+    cur.execute(f"UPDATE {t} AS a SET v = b.x + 1 FROM (SELECT id, max(x) AS x FROM {s} GROUP BY id) AS b "
+                f"WHERE a.id = b.id AND a.v < 25")
+    assert cur.fetchall() == [(2,)]
+    expected = [{"id": 1, "v": 1}, {"id": 2, "v": 21}, {"id": 3, "v": 32}]
+    assert query(cur, f"SELECT id, v FROM {t} ORDER BY id").to_pylist() == expected
+    assert sorted(catalog.load_table(t).scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == expected

@@ -26,9 +26,11 @@ use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::{LogicalPlan, lit};
 use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, BinaryOperator, Expr, Ident, Merge, MergeAction, MergeClause,
-    MergeClauseKind, MergeInsertKind, ObjectName, TableFactor, visit_expressions,
+    MergeClauseKind, MergeInsertKind, ObjectName, Statement, TableFactor, UpdateTableFromKind,
+    visit_expressions,
 };
 
 use super::parse::parse;
@@ -579,4 +581,44 @@ impl Scope<'_> {
         })?;
         filter.ok_or_else(|| FloeError::internal("MERGE: no filter planned"))?
     }
+}
+
+/// `UPDATE t SET … FROM s WHERE p` (PostgreSQL's form, which DataFusion does not plan)
+/// as `MERGE INTO t USING s ON p WHEN MATCHED THEN UPDATE SET …`: the rows of `t` that
+/// some row of `s` matches get the values. A row of `t` that several rows of `s` match is
+/// refused, as MERGE refuses it (PostgreSQL would take any one of them).
+pub(super) fn update_from_as_merge(statement: &mut DfStatement) -> Result<()> {
+    let DfStatement::Statement(inner) = statement else {
+        return Ok(());
+    };
+    let Statement::Update(update) = inner.as_ref() else {
+        return Ok(());
+    };
+    let sources = match &update.from {
+        None => return Ok(()),
+        Some(UpdateTableFromKind::BeforeSet(from) | UpdateTableFromKind::AfterSet(from)) => from,
+    };
+    let [source] = sources.as_slice() else {
+        return Err(FloeError::unimplemented(
+            "UPDATE … FROM takes one table or subquery (join them in a subquery, or use MERGE)",
+        ));
+    };
+    if update.returning.is_some() || update.limit.is_some() || !source.joins.is_empty() {
+        return Err(FloeError::unimplemented(
+            "UPDATE … FROM with JOIN, RETURNING or LIMIT is not supported; use MERGE",
+        ));
+    }
+    let assignments: Vec<String> = update.assignments.iter().map(ToString::to_string).collect();
+    let condition = update
+        .selection
+        .as_ref()
+        .map_or_else(|| "TRUE".to_string(), ToString::to_string);
+    let merge = format!(
+        "MERGE INTO {} USING {} ON {condition} WHEN MATCHED THEN UPDATE SET {}",
+        update.table,
+        source.relation,
+        assignments.join(", ")
+    );
+    *statement = parse(&merge)?;
+    Ok(())
 }

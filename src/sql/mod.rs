@@ -271,7 +271,7 @@ impl Engine {
                 query: None,
             });
         }
-        let statement = parse(sql)?;
+        let statement = parse_statement(sql)?;
         if as_ddl(&statement).is_some()
             || matches!(as_sql(&statement), Some(Statement::Kill { .. }))
             || as_merge(&statement).is_some()
@@ -318,7 +318,8 @@ impl Engine {
                 affected: 0,
             });
         }
-        self.execute_statement(caller, parse(sql)?, params).await
+        self.execute_statement(caller, parse_statement(sql)?, params)
+            .await
     }
 
     /// Runs an update once per parameter row (`executemany`); returns the rows affected
@@ -330,7 +331,7 @@ impl Engine {
         sql: &str,
         rows: &[Vec<ScalarValue>],
     ) -> Result<i64> {
-        let mut statement = parse(sql)?;
+        let mut statement = parse_statement(sql)?;
         params::number_placeholders(&mut statement);
         if let Some(params) = params::expand_insert_values(&mut statement, rows) {
             return self
@@ -700,6 +701,14 @@ async fn to_the_end<T: Send + 'static>(
     }
     .await
     .map_err(|e| FloeError::internal(format!("a write's task failed: {e}")))?
+}
+
+/// A statement's text parsed, with the forms Floe runs as others rewritten
+/// (`UPDATE … FROM` as MERGE).
+fn parse_statement(sql: &str) -> Result<DfStatement> {
+    let mut statement = parse(sql)?;
+    merge::update_from_as_merge(&mut statement)?;
+    Ok(statement)
 }
 
 /// The rewrites of a statement's text that come before its tables are resolved.
