@@ -30,7 +30,7 @@ pub struct ExecutorOptions {
     pub slots: usize,
     /// Memory all tasks may hold, in bytes, shared equally by the slots: an operator that
     /// cannot spill (a hash join's build side) fails its statement beyond its share
-    /// (`RESOURCES_EXHAUSTED`) instead of the process running out. `None`: no limit.
+    /// (`RESOURCE_EXHAUSTED`) instead of the process running out. `None`: no limit.
     pub memory_limit: Option<u64>,
     /// Where stage outputs are written; `None`: a temporary directory.
     pub work_dir: Option<PathBuf>,

@@ -17,7 +17,7 @@
 //!   guard, so it is off.
 //!
 //! Hash joins cannot spill: an executor's memory pool bounds what one task may hold, and
-//! a build side over it fails the statement (`RESOURCES_EXHAUSTED`) instead of the
+//! a build side over it fails the statement (`RESOURCE_EXHAUSTED`) instead of the
 //! process.
 
 use std::sync::Arc;
