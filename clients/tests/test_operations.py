@@ -177,7 +177,7 @@ def test_show_statements_lists_a_running_query_and_kill_cancels_it(server):
         assert "CANCELLED" in str(outcome.get("error")), outcome
         assert ids[0] not in running_ids(server)
         # Its tasks stopped too: the server idles.
-        assert cpu_ticks(server, seconds=2) < 50
+        assert cpu_ticks(server, seconds=2) < 100, "less than half a core"
         with pytest.raises(adbc_driver_manager.Error, match="NOT_FOUND|no running statement"):
             cur.execute(f"KILL {ids[0]}")
         # The server still answers.
@@ -355,10 +355,10 @@ def test_a_coordinator_killed_during_an_insert_leaves_the_table_committed_or_unc
     server.stop()
     env = {} if crash == "during-job" else {"FLOE_CRASH_POINT": crash}
     server = Server(data, env=env)
-    insert = ("INSERT INTO c SELECT a.value, b.value FROM generate_series(1, 2000) a, "
+    insert = ("INSERT INTO c SELECT a.value, b.value FROM generate_series(1, 4000) a, "
               "generate_series(1, 1000) b")
     if crash == "during-job":
-        threading.Timer(1.0, lambda: server.process.proc.send_signal(signal.SIGKILL)).start()
+        threading.Timer(0.7, lambda: server.process.proc.send_signal(signal.SIGKILL)).start()
     with pytest.raises(adbc_driver_manager.Error):
         with server.connect() as conn, conn.cursor() as cur:
             cur.execute(insert)
@@ -366,8 +366,7 @@ def test_a_coordinator_killed_during_an_insert_leaves_the_table_committed_or_unc
     assert server.process.proc.returncode != 0
     journal = data / "journal"
     left = list(journal.iterdir())
-    if crash != "during-job" or left:
-        assert len(left) == 1, "the write was journaled and is still unsettled"
+    assert len(left) == 1, "the write was journaled and is still unsettled"
 
     restarted = Server(data)
     try:
@@ -375,7 +374,7 @@ def test_a_coordinator_killed_during_an_insert_leaves_the_table_committed_or_unc
         rows = query_one(restarted, "SELECT count(*) AS n FROM c")[0]["n"]
         table = restarted.pyiceberg().load_table("default.c")
         if crash == "after-commit":
-            assert rows == 1 + 2000 * 1000
+            assert rows == 1 + 4000 * 1000
             assert "committed" in restarted.process.output()
         else:
             assert rows == 1
