@@ -38,6 +38,24 @@ pub struct TableChanges {
     pub updates: Vec<TableUpdate>,
 }
 
+impl TableChanges {
+    /// `updates` to the table `metadata` describes — the same table (its UUID), not one
+    /// that replaced it under its name — if `requirements` also hold.
+    pub fn of_table(
+        metadata: &iceberg::spec::TableMetadata,
+        requirements: impl IntoIterator<Item = TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Self {
+        let same_table = TableRequirement::UuidMatch {
+            uuid: metadata.uuid(),
+        };
+        Self {
+            requirements: std::iter::once(same_table).chain(requirements).collect(),
+            updates,
+        }
+    }
+}
+
 /// An Iceberg catalog that can also commit arbitrary [`TableChanges`].
 #[async_trait]
 pub trait FloeCatalog: Catalog {

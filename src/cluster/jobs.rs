@@ -101,10 +101,7 @@ impl Cluster {
             final_stage: None,
         };
         // The stream works for the statement: in its scope (cancellation, log span).
-        match statements::Scope::current() {
-            Some(scope) => tokio::spawn(scope.run(stream.run(deadline))),
-            None => tokio::spawn(stream.run(deadline)),
-        };
+        statements::spawn(stream.run(deadline));
         first_rows
             .await
             .map_err(|_| FloeError::internal("the result stream ended early"))??;

@@ -181,13 +181,7 @@ impl Cluster {
     }
 
     pub(crate) async fn registered_executors(&self) -> usize {
-        self.scheduler
-            .state
-            .executor_manager
-            .get_executors_state()
-            .await
-            .map(|executors| executors.len())
-            .unwrap_or(0)
+        self.executor_ids().await.len()
     }
 
     /// Waits until at least `n` executors are registered.

@@ -140,6 +140,19 @@ pub fn note_job(job_id: &str) {
     }
 }
 
+/// Spawns `work` in the current statement's scope (if any): a spawned task does not
+/// inherit the task-local scope or the log span.
+pub fn spawn<F>(work: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match Scope::current() {
+        Some(scope) => tokio::spawn(scope.run(work)),
+        None => tokio::spawn(work),
+    }
+}
+
 /// Completes when the current statement is cancelled by id; never if there is none.
 pub async fn current_cancelled() {
     match Scope::current() {

@@ -91,17 +91,13 @@ pub async fn alter_table(
     if updates.is_empty() {
         return Ok(());
     }
-    let changes = TableChanges {
-        requirements: vec![
-            TableRequirement::UuidMatch {
-                uuid: metadata.uuid(),
-            },
-            TableRequirement::CurrentSchemaIdMatch {
-                current_schema_id: metadata.current_schema_id(),
-            },
-        ],
+    let changes = TableChanges::of_table(
+        metadata,
+        [TableRequirement::CurrentSchemaIdMatch {
+            current_schema_id: metadata.current_schema_id(),
+        }],
         updates,
-    };
+    );
     catalog.commit_changes(&ident, &changes).await?;
     Ok(())
 }
@@ -411,11 +407,9 @@ pub async fn evolve_partitioning(
         .add_partition_fields(fields)
         .map_err(|e| FloeError::invalid(format!("ALTER TABLE {ident}: {}", e.message())))?
         .build();
-    let changes = TableChanges {
-        requirements: vec![
-            TableRequirement::UuidMatch {
-                uuid: metadata.uuid(),
-            },
+    let changes = TableChanges::of_table(
+        metadata,
+        [
             TableRequirement::DefaultSpecIdMatch {
                 default_spec_id: metadata.default_partition_spec_id(),
             },
@@ -423,13 +417,13 @@ pub async fn evolve_partitioning(
                 last_assigned_partition_id: metadata.last_partition_id(),
             },
         ],
-        updates: vec![
+        vec![
             TableUpdate::AddSpec { spec },
             TableUpdate::SetDefaultSpec {
                 spec_id: LAST_ADDED,
             },
         ],
-    };
+    );
     catalog.commit_changes(&ident, &changes).await?;
     Ok(())
 }
@@ -459,14 +453,13 @@ pub async fn unset_properties(
     if present.is_empty() {
         return Ok(());
     }
-    let changes = TableChanges {
-        requirements: vec![TableRequirement::UuidMatch {
-            uuid: metadata.uuid(),
-        }],
-        updates: vec![TableUpdate::RemoveProperties {
+    let changes = TableChanges::of_table(
+        metadata,
+        [],
+        vec![TableUpdate::RemoveProperties {
             removals: present.into_iter().cloned().collect(),
         }],
-    };
+    );
     catalog.commit_changes(&ident, &changes).await?;
     Ok(())
 }

@@ -695,12 +695,9 @@ impl Engine {
 async fn to_the_end<T: Send + 'static>(
     write: impl Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
-    match crate::ops::statements::Scope::current() {
-        Some(scope) => tokio::spawn(scope.run(write)),
-        None => tokio::spawn(write),
-    }
-    .await
-    .map_err(|e| FloeError::internal(format!("a write's task failed: {e}")))?
+    crate::ops::statements::spawn(write)
+        .await
+        .map_err(|e| FloeError::internal(format!("a write's task failed: {e}")))?
 }
 
 /// A statement's text parsed, with the forms Floe runs as others rewritten

@@ -60,6 +60,21 @@ const MIN_SNAPSHOTS_TO_KEEP: &str = "history.expire.min-snapshots-to-keep";
 /// Spark's default for `remove_orphan_files`' `older_than`: 3 days.
 const DEFAULT_ORPHAN_AGE_MS: i64 = 3 * 24 * 60 * 60 * 1000;
 
+/// The procedures, with their parameters in positional order.
+const PROCEDURES: [(&str, &[&str]); 3] = [
+    (
+        "rewrite_data_files",
+        &["table", "min_input_files", "target_file_size_bytes"],
+    ),
+    ("expire_snapshots", &["table", "older_than", "retain_last"]),
+    ("remove_orphan_files", &["table", "older_than", "dry_run"]),
+];
+
+fn procedure_names() -> String {
+    let names: Vec<&str> = PROCEDURES.iter().map(|(name, _)| *name).collect();
+    names.join(", ")
+}
+
 /// A procedure's arguments, matched to its parameter names.
 struct Arguments {
     procedure: String,
@@ -206,8 +221,8 @@ fn procedure_name(name: &ObjectName, catalog_name: &str) -> Result<String> {
         }
         [system, procedure] if system == "system" => Ok(procedure.clone()),
         _ => Err(FloeError::not_found(format!(
-            "procedure {name} not found: Floe has {catalog_name}.system.rewrite_data_files, \
-             {catalog_name}.system.expire_snapshots and {catalog_name}.system.remove_orphan_files"
+            "procedure {name} not found: Floe has {}, in {catalog_name}.system",
+            procedure_names()
         ))),
     }
 }
@@ -215,35 +230,18 @@ fn procedure_name(name: &ObjectName, catalog_name: &str) -> Result<String> {
 impl Engine {
     /// Runs `CALL …` (see the module documentation); returns its result row.
     pub(super) async fn call(&self, caller: &Caller, call: &Function) -> Result<RecordBatch> {
-        match procedure_name(&call.name, &self.catalog_name)?.as_str() {
-            "rewrite_data_files" => {
-                let args = Arguments::of(
-                    "rewrite_data_files",
-                    call,
-                    &["table", "min_input_files", "target_file_size_bytes"],
-                )?;
-                self.rewrite_data_files(caller, &args).await
-            }
-            "expire_snapshots" => {
-                let args = Arguments::of(
-                    "expire_snapshots",
-                    call,
-                    &["table", "older_than", "retain_last"],
-                )?;
-                self.expire_snapshots(caller, &args).await
-            }
-            "remove_orphan_files" => {
-                let args = Arguments::of(
-                    "remove_orphan_files",
-                    call,
-                    &["table", "older_than", "dry_run"],
-                )?;
-                self.remove_orphan_files(caller, &args).await
-            }
-            other => Err(FloeError::not_found(format!(
-                "procedure system.{other} not found: Floe has rewrite_data_files, \
-                 expire_snapshots and remove_orphan_files"
-            ))),
+        let name = procedure_name(&call.name, &self.catalog_name)?;
+        let Some((name, parameters)) = PROCEDURES.iter().find(|(known, _)| *known == name) else {
+            return Err(FloeError::not_found(format!(
+                "procedure system.{name} not found: Floe has {}",
+                procedure_names()
+            )));
+        };
+        let args = Arguments::of(name, call, parameters)?;
+        match *name {
+            "rewrite_data_files" => self.rewrite_data_files(caller, &args).await,
+            "expire_snapshots" => self.expire_snapshots(caller, &args).await,
+            _ => self.remove_orphan_files(caller, &args).await,
         }
     }
 

@@ -141,18 +141,14 @@ impl Engine {
                 self.set_ref(&table, statement, *snapshot_id, *retain_ms)?
             }
         };
-        let changes = TableChanges {
-            requirements: vec![
-                TableRequirement::UuidMatch {
-                    uuid: metadata.uuid(),
-                },
-                TableRequirement::RefSnapshotIdMatch {
-                    r#ref: name.clone(),
-                    snapshot_id: existing.map(|r| r.snapshot_id),
-                },
-            ],
-            updates: vec![update],
-        };
+        let changes = TableChanges::of_table(
+            metadata,
+            [TableRequirement::RefSnapshotIdMatch {
+                r#ref: name.clone(),
+                snapshot_id: existing.map(|r| r.snapshot_id),
+            }],
+            vec![update],
+        );
         // A concurrent change of the reference fails the requirement: ABORTED.
         self.catalog.commit_changes(&ident, &changes).await?;
         Ok(())

@@ -121,20 +121,16 @@ pub async fn expire_snapshots(
     let still_used = files_of(table, &kept).await?;
     let gone = files_of(table, &expired).await?;
 
-    let changes = TableChanges {
-        requirements: vec![
-            TableRequirement::UuidMatch {
-                uuid: metadata.uuid(),
-            },
-            TableRequirement::RefSnapshotIdMatch {
-                r#ref: MAIN_BRANCH.to_string(),
-                snapshot_id: metadata.current_snapshot_id(),
-            },
-        ],
-        updates: vec![TableUpdate::RemoveSnapshots {
+    let changes = TableChanges::of_table(
+        metadata,
+        [TableRequirement::RefSnapshotIdMatch {
+            r#ref: MAIN_BRANCH.to_string(),
+            snapshot_id: metadata.current_snapshot_id(),
+        }],
+        vec![TableUpdate::RemoveSnapshots {
             snapshot_ids: expired.iter().map(|s| s.snapshot_id()).collect(),
         }],
-    };
+    );
     // A concurrent commit fails the requirement: ABORTED, nothing expired.
     catalog.commit_changes(table.identifier(), &changes).await?;
 
