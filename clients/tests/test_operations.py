@@ -5,6 +5,8 @@ clients at once. Real processes on loopback; the answers checked with pyiceberg.
 import json
 import signal
 import struct
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -195,6 +197,22 @@ def test_admission_queues_refuses_when_full_and_recovers(tmp_path):
         with server.connect() as conn, conn.cursor() as cur:
             listed = query(cur, "SHOW STATEMENTS").to_pylist()
         assert [(r["sql"], r["state"]) for r in listed if r["kind"] == "query"] == [("SELECT 7", "waiting")]
+
+        # A client that goes away after its first batch gives its place back.
+        big = flight.FlightDescriptor.for_command(
+            _command("CommandStatementQuery", "SELECT value FROM generate_series(1, 200000000)"))
+        reader_script = (
+            "import sys, pyarrow.flight as f\n"
+            "c = f.FlightClient(sys.argv[1])\n"
+            "info = c.get_flight_info(f.FlightDescriptor.for_command(bytes.fromhex(sys.argv[2])))\n"
+            "r = c.do_get(info.endpoints[0].ticket)\n"
+            "r.read_chunk(); print('read', flush=True); sys.stdin.read()\n")
+        reader = subprocess.Popen([sys.executable, "-c", reader_script, server.uri, big.command.hex()],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert reader.stdout.readline() == b"read\n"
+        reader.kill()
+        reader.wait()
+        assert query_one(server, "SELECT 9 AS x") == [{"x": 9}]
 
         thread, outcome = run_in_thread(lambda: slow_query(server))
         wait_for(lambda: running_ids(server), what="the slow query running")

@@ -327,3 +327,17 @@ def test_update_from_runs_as_merge(cur, catalog, schema):
     expected = [{"id": 1, "v": 1}, {"id": 2, "v": 21}, {"id": 3, "v": 32}]
     assert query(cur, f"SELECT id, v FROM {t} ORDER BY id").to_pylist() == expected
     assert sorted(catalog.load_table(t).scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == expected
+
+
+def test_using_and_from_keep_quotes_and_escapes(cur, catalog, schema):
+    t, s = f'{schema}."q t"', f'{schema}."q s"'
+    cur.execute(f'CREATE TABLE {t} (id INT, "Name" STRING)')
+    cur.execute(f"INSERT INTO {t} VALUES (1, 'it''s'), (2, 'a\\b'), (3, 'x')")
+    cur.execute(f'CREATE TABLE {s} (id INT, "New" STRING)')
+    cur.execute(f"INSERT INTO {s} VALUES (1, 'o''brien'), (2, 'it''s')")
+    cur.execute(f'UPDATE {t} SET "Name" = {s}."New" FROM {s} WHERE {t}.id = {s}.id AND {s}."New" = \'o\'\'brien\'')
+    assert cur.fetchall() == [(1,)]
+    cur.execute(f"DELETE FROM {t} USING {s} WHERE {t}.\"Name\" = {s}.\"New\" AND {s}.\"New\" <> 'a''b'")
+    assert cur.fetchall() == [(1,)]
+    expected = [{"id": 2, "Name": "a\\b"}, {"id": 3, "Name": "x"}]
+    assert query(cur, f'SELECT id, "Name" FROM {t} ORDER BY id').to_pylist() == expected
