@@ -4,14 +4,20 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use floe::catalog::StorageSpec;
 use floe::codec::{FloePhysicalCodec, proto, task_groups};
 use floe::table::constants;
 use floe::table::plan_schema;
-use floe::table::scan::{IcebergScanExec, ScanParts, TaskGroups, group_tasks};
+use floe::table::position_deletes::PositionDeleteWriteExec;
+use floe::table::scan::{
+    FILE_COLUMN, IcebergScanExec, POS_COLUMN, ScanParts, TaskGroups, group_tasks,
+};
 use floe::table::staged_scan::StagedScanExec;
 use floe::table::staging::{StagedFile, group_staged};
 use floe::table::write::{IcebergWriteExec, WriteSpec};
@@ -37,6 +43,7 @@ fn scan_parts() -> ScanParts {
         },
         case_sensitive: true,
         reshaped_field_ids: vec![2],
+        positions: false,
     }
 }
 
@@ -233,6 +240,58 @@ fn write_node_decodes_to_the_same_spec() {
     assert_eq!(got.format_version, write.format_version);
     assert_eq!(got.target_file_size_bytes, write.target_file_size_bytes);
     assert!(got.clustered);
+}
+
+#[test]
+fn position_delete_write_and_scan_with_positions_decode_as_themselves() {
+    let parts = ScanParts {
+        positions: true,
+        ..scan_parts()
+    };
+    let scan = IcebergScanExec::try_new(parts, vec![vec![task("file:///wh/t/a.parquet", 10)]])
+        .expect("valid scan");
+    let columns: Vec<String> = scan
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    assert_eq!(columns[2..], [FILE_COLUMN, POS_COLUMN]);
+    let decoded = round_trip(Arc::new(scan.clone()), &[]);
+    assert_eq!(decoded.schema(), scan.schema());
+
+    let write = WriteSpec {
+        table: "sales.orders".into(),
+        schema: schema(),
+        partition_spec: Arc::new(PartitionSpec::unpartition_spec()),
+        storage: StorageSpec::default(),
+        data_location: "file:///wh/sales/orders/data".into(),
+        write_id: "0190-abc".into(),
+        format_version: FormatVersion::V2,
+        target_file_size_bytes: 1 << 20,
+        compression_codec: "zstd".into(),
+        clustered: false,
+    };
+    let input: Arc<dyn ExecutionPlan> = Arc::new(
+        ProjectionExec::try_new(
+            [FILE_COLUMN, POS_COLUMN].map(|name| {
+                let index = scan.schema().index_of(name).expect("column");
+                (
+                    Arc::new(Column::new(name, index)) as Arc<dyn PhysicalExpr>,
+                    name.to_string(),
+                )
+            }),
+            Arc::new(scan),
+        )
+        .expect("projection"),
+    );
+    let node = PositionDeleteWriteExec::try_new(input.clone(), Arc::new(write)).expect("valid");
+    let decoded = round_trip(Arc::new(node), &[input]);
+    let decoded = decoded
+        .as_any()
+        .downcast_ref::<PositionDeleteWriteExec>()
+        .expect("a PositionDeleteWriteExec");
+    assert_eq!(decoded.spec.write_id, "0190-abc");
 }
 
 #[test]

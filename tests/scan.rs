@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
-use floe::table::scan::plan_scan;
+use floe::table::scan::{Reading, plan_scan};
 use futures::TryStreamExt;
 use iceberg::io::LocalFsStorageFactory;
 use iceberg::memory::{MEMORY_CATALOG_WAREHOUSE, MemoryCatalogBuilder};
@@ -18,7 +18,7 @@ async fn an_empty_table_scans_to_zero_rows_through_one_partition() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (_catalog, table) = catalog_with_table(dir.path(), "empty").await;
 
-    let scan = plan_scan(&table, "ns.empty", None, &[], None, 8)
+    let scan = plan_scan(&table, "ns.empty", None, &[], &Reading::default(), 8)
         .await
         .expect("planned");
     assert_eq!(scan.groups.len(), 1, "one partition even without files");
@@ -112,7 +112,7 @@ async fn a_table_loaded_on_a_runtime_since_shut_down_still_plans_its_files() {
     .join()
     .expect("loading thread");
 
-    let scan = plan_scan(&table, "ns.t", None, &[], None, 8)
+    let scan = plan_scan(&table, "ns.t", None, &[], &Reading::default(), 8)
         .await
         .expect("planned");
     let files = scan.task_count().expect("listed");
@@ -130,7 +130,7 @@ fn a_table_rebuilt_for_a_runtime_is_not_used_once_that_runtime_is_gone() {
     for _ in 0..2 {
         let runtime = tokio::runtime::Runtime::new().expect("runtime");
         let scan = runtime
-            .block_on(plan_scan(&table, "ns.t", None, &[], None, 8))
+            .block_on(plan_scan(&table, "ns.t", None, &[], &Reading::default(), 8))
             .expect("planned");
         assert_eq!(scan.task_count(), Some(1));
         drop(runtime);
@@ -159,7 +159,7 @@ async fn a_snapshot_with_files_that_plans_to_none_is_an_error() {
     .await
     .expect("empty manifest list");
 
-    let err = plan_scan(&table, "ns.t", None, &[], None, 8)
+    let err = plan_scan(&table, "ns.t", None, &[], &Reading::default(), 8)
         .await
         .expect_err("an empty plan for a snapshot with files");
     assert!(

@@ -17,6 +17,7 @@ use prost::Message;
 use crate::catalog::StorageSpec;
 use crate::error::{FloeError, Result};
 use crate::table::constants;
+use crate::table::position_deletes::PositionDeleteWriteExec;
 use crate::table::scan::{IcebergScanExec, ScanParts, TaskGroups};
 use crate::table::staged_scan::StagedScanExec;
 use crate::table::staging::{StagedFile, schema_from_ipc, schema_to_ipc};
@@ -56,7 +57,9 @@ impl PhysicalExtensionCodec for FloePhysicalCodec {
         let message = if let Some(scan) = node.as_any().downcast_ref::<IcebergScanExec>() {
             proto::floe_node::Node::Scan(encode_scan(scan)?)
         } else if let Some(write) = node.as_any().downcast_ref::<IcebergWriteExec>() {
-            proto::floe_node::Node::Write(encode_write(&write.spec)?)
+            proto::floe_node::Node::Write(encode_write(&write.spec, false)?)
+        } else if let Some(write) = node.as_any().downcast_ref::<PositionDeleteWriteExec>() {
+            proto::floe_node::Node::Write(encode_write(&write.spec, true)?)
         } else if let Some(staged) = node.as_any().downcast_ref::<StagedScanExec>() {
             proto::floe_node::Node::StagedScan(encode_staged_scan(staged))
         } else {
@@ -120,10 +123,15 @@ fn decode_node(buf: &[u8], inputs: &[Arc<dyn ExecutionPlan>]) -> Result<Arc<dyn 
                     "IcebergWriteExec takes exactly one input",
                 ));
             };
-            Ok(Arc::new(IcebergWriteExec::try_new(
-                input.clone(),
-                Arc::new(decode_write(write)?),
-            )?))
+            let position_deletes = write.position_deletes;
+            let spec = Arc::new(decode_write(write)?);
+            match position_deletes {
+                true => Ok(Arc::new(PositionDeleteWriteExec::try_new(
+                    input.clone(),
+                    spec,
+                )?)),
+                false => Ok(Arc::new(IcebergWriteExec::try_new(input.clone(), spec)?)),
+            }
         }
         Some(proto::floe_node::Node::StagedScan(staged)) => {
             Ok(Arc::new(decode_staged_scan(staged)?))
@@ -165,6 +173,7 @@ pub fn encode_scan(scan: &IcebergScanExec) -> Result<proto::ScanNode> {
         reshaped_field_ids: scan.parts.reshaped_field_ids.clone(),
         scan_id: scan.scan_id.clone(),
         groups_at_coordinator: groups_at_coordinator as u32,
+        positions: scan.parts.positions,
     })
 }
 
@@ -216,6 +225,7 @@ pub fn decode_scan(node: proto::ScanNode) -> Result<IcebergScanExec> {
         storage: decode_storage(node.storage),
         case_sensitive: node.case_sensitive,
         reshaped_field_ids: node.reshaped_field_ids,
+        positions: node.positions,
     };
     IcebergScanExec::with_groups(parts, node.scan_id, groups)
 }
@@ -255,7 +265,7 @@ fn decode_task(task: proto::FileTask, schema: &Arc<Schema>) -> Result<FileScanTa
     Ok(decoded)
 }
 
-fn encode_write(spec: &WriteSpec) -> Result<proto::WriteNode> {
+fn encode_write(spec: &WriteSpec, position_deletes: bool) -> Result<proto::WriteNode> {
     Ok(proto::WriteNode {
         table: spec.table.clone(),
         schema_json: to_json(spec.schema.as_ref())?,
@@ -267,6 +277,7 @@ fn encode_write(spec: &WriteSpec) -> Result<proto::WriteNode> {
         target_file_size_bytes: spec.target_file_size_bytes,
         compression_codec: spec.compression_codec.clone(),
         clustered: spec.clustered,
+        position_deletes,
     })
 }
 

@@ -25,13 +25,15 @@ use datafusion::functions_aggregate::count::count_all;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{
-    DmlStatement, Expr, LogicalPlan, LogicalPlanBuilder, TableScan, WriteOp, lit, when,
+    DmlStatement, Expr, LogicalPlan, LogicalPlanBuilder, TableScan, WriteOp, col, lit, when,
 };
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{self, Statement};
 use futures::TryStreamExt;
+use iceberg::spec::{FormatVersion, Operation};
+use iceberg::table::Table;
 
 use super::parse::parse;
 use super::resolve::StatementCatalog;
@@ -40,6 +42,8 @@ use crate::catalog::DEFAULT_NAMESPACE;
 use crate::error::{FloeError, Result};
 use crate::table::overwrite::{Overwrite, Removal};
 use crate::table::provider::IcebergTableProvider;
+use crate::table::scan::{FILE_COLUMN, POS_COLUMN};
+use crate::table::write::deletes_merge_on_read;
 use crate::table::write_protocol::WriteCommit;
 
 /// A DELETE or UPDATE, taken apart from DataFusion's plan of it.
@@ -124,6 +128,15 @@ impl RowLevel {
             .build()?)
     }
 
+    /// The (file, position) of each row a DELETE deletes, read by `positions` (the
+    /// table with positions).
+    fn deleted_positions(&self, positions: LogicalPlan) -> Result<LogicalPlan> {
+        Ok(LogicalPlanBuilder::from(positions)
+            .filter(self.predicate.clone())?
+            .project([col(FILE_COLUMN), col(POS_COLUMN)])?
+            .build()?)
+    }
+
     /// Each column's value after the UPDATE: the assigned one (where `matched`, if
     /// given), else the current one.
     fn assigned(&self, schema: &DFSchemaRef, matched: Option<&Expr>) -> Result<Vec<Expr>> {
@@ -147,6 +160,40 @@ impl RowLevel {
                 }
             })
             .collect()
+    }
+}
+
+/// Whether the table's DELETEs write position delete files instead of rewriting data
+/// files (`write.delete.mode`).
+fn merge_on_read(table: &Table) -> Result<bool> {
+    let metadata = table.metadata();
+    let merge_on_read = deletes_merge_on_read(metadata.properties())?;
+    if merge_on_read && metadata.format_version() == FormatVersion::V1 {
+        return Err(FloeError::invalid(format!(
+            "table {}: merge-on-read deletes need format-version 2 (this table is 1)",
+            table.identifier()
+        )));
+    }
+    Ok(merge_on_read)
+}
+
+/// The table scan of `source` (possibly under an alias) reading `positions` instead,
+/// under the same name.
+fn positions_source(source: &LogicalPlan, positions: IcebergTableProvider) -> Result<LogicalPlan> {
+    match source {
+        LogicalPlan::TableScan(scan) => Ok(LogicalPlanBuilder::scan(
+            scan.table_name.clone(),
+            provider_as_source(Arc::new(positions)),
+            None,
+        )?
+        .build()?),
+        LogicalPlan::SubqueryAlias(alias) => Ok(LogicalPlanBuilder::from(positions_source(
+            &alias.input,
+            positions,
+        )?)
+        .alias(alias.alias.clone())?
+        .build()?),
+        _ => Err(FloeError::internal("a DELETE reads one table")),
     }
 }
 
@@ -264,6 +311,26 @@ impl Engine {
         };
         if count == 0 {
             return Ok(0);
+        }
+        if statement.assignments.is_none() && merge_on_read(provider.table())? {
+            let positions = provider.positions_of(files.clone())?;
+            let deleted =
+                statement.deleted_positions(positions_source(&statement.source, positions)?)?;
+            provider.delete_positions_next();
+            let delete = DmlStatement::new(
+                dml.table_name.clone(),
+                dml.target.clone(),
+                WriteOp::Insert(InsertOp::Append),
+                Arc::new(deleted),
+            );
+            let how = WriteCommit::Overwrite(Overwrite {
+                removal: Removal::Nothing,
+                metadata_updates: Vec::new(),
+                operation: Operation::Delete,
+            });
+            self.run_write(ctx, delete, catalog, &how, &|| Ok(()))
+                .await?;
+            return Ok(count);
         }
         let source = reading(
             statement.source.clone(),

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use datafusion::arrow::array::{Array, Int32Array, RecordBatch, StringArray};
-use iceberg::spec::{DataFile, TableMetadata, deserialize_data_file_from_json};
+use iceberg::spec::{DataFile, StructType, TableMetadata, deserialize_data_file_from_json};
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, Namespace, NamespaceIdent, TableCommit, TableCreation, TableIdent};
@@ -17,6 +17,7 @@ use crate::error::{FloeError, Result};
 pub const WRITE_ID_PROPERTY: &str = "floe.write-id";
 
 /// A written data file as reported by a write task.
+#[derive(Clone)]
 pub struct WrittenFile {
     pub json: String,
     pub spec_id: i32,
@@ -319,6 +320,26 @@ pub(super) fn decode(metadata: &TableMetadata, files: &[WrittenFile]) -> Result<
                 &file.json,
                 spec_id,
                 metadata.default_partition_type(),
+                metadata.current_schema(),
+            )?)
+        })
+        .collect()
+}
+
+/// Written delete files whose partition is not known yet (`position_deletes`): decoded
+/// without one.
+pub(super) fn decode_unresolved(
+    metadata: &TableMetadata,
+    files: &[WrittenFile],
+) -> Result<Vec<DataFile>> {
+    let no_partition = StructType::new(Vec::new());
+    files
+        .iter()
+        .map(|file| {
+            Ok(deserialize_data_file_from_json(
+                &file.json,
+                file.spec_id,
+                &no_partition,
                 metadata.current_schema(),
             )?)
         })

@@ -11,6 +11,7 @@ pub mod maintenance;
 pub mod metadata_tables;
 pub mod nested;
 pub mod overwrite;
+pub mod position_deletes;
 pub mod provider;
 pub mod replace;
 pub mod scan;

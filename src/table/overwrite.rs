@@ -23,7 +23,7 @@
 //! later); for `Files`, a file that is no longer in the table means a concurrent commit
 //! touched it and the overwrite fails with `ABORTED`.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use iceberg::spec::{
@@ -36,9 +36,10 @@ use iceberg::table::Table;
 use iceberg::{TableRequirement, TableUpdate};
 
 use super::commit::{
-    CommitOutcome, WRITE_ID_PROPERTY, WrittenFile, decode, not_committed, resolve,
-    rows_of_committed_write,
+    CommitOutcome, WRITE_ID_PROPERTY, WrittenFile, decode, decode_unresolved, not_committed,
+    resolve, rows_of_committed_write,
 };
+use super::position_deletes::{UNRESOLVED_SPEC_ID, in_partition};
 use crate::catalog::commit::{FloeCatalog, TableChanges, apply_changes, with_metadata};
 use crate::error::{FloeError, Result};
 
@@ -57,6 +58,9 @@ pub enum Removal {
     Partitions,
     /// Exactly these files (paths); each must still be in the table.
     Files(HashSet<String>),
+    /// None: the write adds delete files (merge-on-read), whose data files must still
+    /// be in the table.
+    Nothing,
 }
 
 /// What an overwrite commit does besides adding the write's files.
@@ -201,7 +205,12 @@ async fn build(
             "overwriting a format-version 3 table is not supported yet",
         ));
     }
-    let added = decode(&target, files)?;
+    let (unresolved, data): (Vec<WrittenFile>, Vec<WrittenFile>) = files
+        .iter()
+        .cloned()
+        .partition(|f| f.spec_id == UNRESOLVED_SPEC_ID);
+    let mut added = decode(&target, &data)?;
+    added.extend(decode_unresolved(&target, &unresolved)?);
     let mut writer = SnapshotWriter::new(table, &target, write_id);
     match write_snapshot(&mut writer, planned, write_id, added, overwrite).await {
         Ok((snapshot, rows)) => Ok(Built {
@@ -231,6 +240,14 @@ async fn write_snapshot(
     let mut totals = Counts::default();
     let mut removed = Counts::default();
     let mut found = HashSet::new();
+    let (added, deletes): (Vec<DataFile>, Vec<DataFile>) = added
+        .into_iter()
+        .partition(|f| f.content_type() == DataContentType::Data);
+    let referenced: HashSet<String> = deletes
+        .iter()
+        .filter_map(|f| f.referenced_data_file())
+        .collect();
+    let mut partitions_of = HashMap::new();
     if let Some(current) = table.metadata().current_snapshot() {
         let list = table.manifest_list_reader(current).load().await?;
         let mut manifests = Vec::new();
@@ -246,9 +263,17 @@ async fn write_snapshot(
                 .iter()
                 .map(AsRef::as_ref)
                 .filter(|e| e.is_alive());
-            let (gone, kept): (Vec<&ManifestEntry>, Vec<&ManifestEntry>) = live.partition(|e| {
-                removes.matches(spec_id, e) || !live_data.may_need(spec_id, e, writer.target)
-            });
+            let live: Vec<&ManifestEntry> = live.collect();
+            for entry in &live {
+                if referenced.contains(entry.file_path()) && !removes.matches(spec_id, entry) {
+                    let partition = entry.data_file().partition().clone();
+                    partitions_of.insert(entry.file_path().to_string(), (spec_id, partition));
+                }
+            }
+            let (gone, kept): (Vec<&ManifestEntry>, Vec<&ManifestEntry>) =
+                live.into_iter().partition(|e| {
+                    removes.matches(spec_id, e) || !live_data.may_need(spec_id, e, writer.target)
+                });
             kept.iter().for_each(|e| totals.add(e.data_file()));
             if gone.is_empty() {
                 writer.manifests.push((*manifest_file).clone());
@@ -270,12 +295,17 @@ async fn write_snapshot(
             planned.identifier()
         )));
     }
+    let deletes = deletes
+        .iter()
+        .map(|delete| resolve_partition(delete, &partitions_of, planned))
+        .collect::<Result<Vec<_>>>()?;
     let mut added_counts = Counts::default();
-    for file in &added {
+    for file in added.iter().chain(deletes.iter().map(|(_, file)| file)) {
         added_counts.add(file);
         totals.add(file);
     }
     writer.add_files(added).await?;
+    writer.add_delete_files(deletes).await?;
     let summary = summary(write_id, &added_counts, &removed, &totals);
     let summary = Summary {
         operation: overwrite.operation.clone(),
@@ -284,12 +314,32 @@ async fn write_snapshot(
     Ok((writer.finish(summary).await?, added_counts.data_records))
 }
 
+/// A delete file in the partition of the data file it applies to, which must still be
+/// in the table.
+fn resolve_partition(
+    delete: &DataFile,
+    partitions_of: &HashMap<String, (i32, Struct)>,
+    planned: &Table,
+) -> Result<(i32, DataFile)> {
+    let data_file = delete.referenced_data_file().unwrap_or_default();
+    let Some((spec_id, partition)) = partitions_of.get(&data_file) else {
+        return Err(FloeError::aborted(format!(
+            "{data_file} is no longer in table {}: a concurrent commit changed it; nothing \
+             was committed, retrying is safe",
+            planned.identifier()
+        )));
+    };
+    Ok((*spec_id, in_partition(delete, partition.clone(), *spec_id)?))
+}
+
 /// The partitions that keep live data files after the removal, by partition spec:
 /// a delete file applies only to data files of its partition (or, in an unpartitioned
-/// spec, to any), and to none of the files the overwrite adds (their sequence number is
-/// higher), so one whose data files all go is removed with them.
+/// spec, to any) — or to the one data file it names — and to none of the files the
+/// overwrite adds (their sequence number is higher), so one whose data files all go is
+/// removed with them.
 struct KeptData {
     partitions: HashSet<(i32, Struct)>,
+    files: HashSet<String>,
     any: bool,
 }
 
@@ -297,6 +347,7 @@ impl KeptData {
     fn of(manifests: &[(&ManifestFile, Manifest)], removes: &Removes) -> Self {
         let mut kept = Self {
             partitions: HashSet::new(),
+            files: HashSet::new(),
             any: false,
         };
         for (manifest_file, manifest) in manifests {
@@ -307,6 +358,7 @@ impl KeptData {
                     kept.any = true;
                     kept.partitions
                         .insert((spec_id, entry.data_file().partition().clone()));
+                    kept.files.insert(entry.file_path().to_string());
                 }
             }
         }
@@ -317,6 +369,9 @@ impl KeptData {
     fn may_need(&self, spec_id: i32, entry: &ManifestEntry, target: &TableMetadata) -> bool {
         if entry.content_type() == DataContentType::Data {
             return true;
+        }
+        if let Some(data_file) = entry.data_file().referenced_data_file() {
+            return self.files.contains(&data_file);
         }
         let unpartitioned = target
             .partition_spec_by_id(spec_id)
@@ -357,6 +412,7 @@ impl<'a> Removes<'a> {
                 spec_id == self.spec_id && self.partitions.contains(entry.data_file().partition())
             }
             Removal::Files(paths) => paths.contains(entry.file_path()),
+            Removal::Nothing => false,
         }
     }
 }
@@ -465,11 +521,35 @@ impl<'a> SnapshotWriter<'a> {
         let mut writer = self.manifest_writer(schema, spec, ManifestContentType::Data)?;
         for file in files {
             if file.content_type() != DataContentType::Data {
-                return Err(FloeError::internal("an overwrite adds data files only"));
+                return Err(FloeError::internal("data files expected"));
             }
             writer.add_file(file, self.sequence_number)?;
         }
         self.manifests.push(writer.write_manifest_file().await?);
+        Ok(())
+    }
+
+    /// One manifest per partition spec with the write's delete files.
+    async fn add_delete_files(&mut self, files: Vec<(i32, DataFile)>) -> Result<()> {
+        let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
+        for (spec_id, file) in files {
+            by_spec.entry(spec_id).or_default().push(file);
+        }
+        let metadata = self.target;
+        for (spec_id, files) in by_spec {
+            let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
+                FloeError::internal(format!(
+                    "a delete file has unknown partition spec {spec_id}"
+                ))
+            })?;
+            let schema = binding_schema(metadata, spec)?;
+            let mut writer =
+                self.manifest_writer(schema, spec.as_ref().clone(), ManifestContentType::Deletes)?;
+            for file in files {
+                writer.add_file(file, self.sequence_number)?;
+            }
+            self.manifests.push(writer.write_manifest_file().await?);
+        }
         Ok(())
     }
 
@@ -595,6 +675,9 @@ fn summary(write_id: &str, added: &Counts, removed: &Counts, totals: &Counts) ->
     set_positive("added-data-files", added.data_files);
     set_positive("added-records", added.data_records);
     set_positive("added-files-size", added.bytes);
+    set_positive("added-delete-files", added.delete_files);
+    set_positive("added-position-delete-files", added.delete_files);
+    set_positive("added-position-deletes", added.position_deletes);
     set_positive("deleted-data-files", removed.data_files);
     set_positive("deleted-records", removed.data_records);
     set_positive("removed-delete-files", removed.delete_files);

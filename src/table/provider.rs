@@ -5,6 +5,7 @@
 use std::any::Any;
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -14,11 +15,15 @@ use datafusion::common::{Result as DfResult, not_impl_err};
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::projection::ProjectionExec;
 use iceberg::table::Table;
 
 use super::journal;
-use super::scan::plan_scan;
+use super::position_deletes::PositionDeleteWriteExec;
+use super::scan::{IcebergScanExec, Reading, plan_scan, with_position_columns};
 use super::write::{
     COMPRESSION_CODEC, IcebergWriteExec, TARGET_FILE_SIZE, WriteSpec, distribution_mode,
 };
@@ -40,8 +45,12 @@ pub struct IcebergTableProvider {
     /// The error `scan` failed with. Ballista plans jobs on the coordinator but reports
     /// a planning failure only as text; the statement reads the error back from here.
     planning_error: Mutex<Option<FloeError>>,
-    /// The data files scans read, if not all (see [`Self::restricted_to`]).
-    only_files: Option<Arc<HashSet<String>>>,
+    /// Which files scans read, and how (see [`Self::restricted_to`],
+    /// [`Self::positions_of`]).
+    reading: Reading,
+    /// The next write planned writes position deletes, not rows (a merge-on-read
+    /// DELETE).
+    deletes_positions_next: AtomicBool,
     /// At most this many scan partitions (a compaction: fewer, larger output files).
     max_scan_partitions: Option<usize>,
 }
@@ -57,7 +66,8 @@ impl IcebergTableProvider {
             planned_writes: Mutex::new(Vec::new()),
             next_write_id: Mutex::new(None),
             planning_error: Mutex::new(None),
-            only_files: None,
+            reading: Reading::default(),
+            deletes_positions_next: AtomicBool::new(false),
             max_scan_partitions: None,
         })
     }
@@ -66,8 +76,24 @@ impl IcebergTableProvider {
     /// what a copy-on-write rewrite (DELETE, UPDATE, MERGE, compaction) reads.
     pub fn restricted_to(&self, files: HashSet<String>) -> Result<Self> {
         let mut restricted = Self::try_new(self.table.clone())?;
-        restricted.only_files = Some(Arc::new(files));
+        restricted.reading.only_files = Some(Arc::new(files));
         Ok(restricted)
+    }
+
+    /// A provider of the same table (same snapshot) whose scans read `files` whole,
+    /// each row with its file and position (two more columns: `scan::FILE_COLUMN`,
+    /// `scan::POS_COLUMN`): what a merge-on-read DELETE reads.
+    pub fn positions_of(&self, files: HashSet<String>) -> Result<Self> {
+        let mut positions = self.restricted_to(files)?;
+        positions.reading.positions = true;
+        positions.schema = with_position_columns(&positions.schema);
+        Ok(positions)
+    }
+
+    /// Makes the next write planned on this provider write position delete files of
+    /// its input, (data file, position) rows (see `position_deletes`).
+    pub fn delete_positions_next(&self) {
+        self.deletes_positions_next.store(true, Ordering::SeqCst);
     }
 
     /// Makes scans use at most `partitions` partitions.
@@ -82,7 +108,8 @@ impl IcebergTableProvider {
         let columns = Vec::new();
         // Separately, as DataFusion pushes them: each conjunct Iceberg can use prunes.
         let filters: Vec<Expr> = split_conjunction(filter).into_iter().cloned().collect();
-        let scan = plan_scan(&self.table, &self.name, Some(&columns), &filters, None, 1).await?;
+        let all = Reading::default();
+        let scan = plan_scan(&self.table, &self.name, Some(&columns), &filters, &all, 1).await?;
         let tasks = scan.groups.listed().unwrap_or_default();
         Ok(tasks
             .iter()
@@ -111,6 +138,50 @@ impl IcebergTableProvider {
             .lock()
             .map(|w| w.clone())
             .unwrap_or_default()
+    }
+
+    /// The table's columns of a projection of this provider's schema (which, for a scan
+    /// with positions, has two more).
+    fn table_projection(&self, projection: Option<&Vec<usize>>) -> Option<Vec<usize>> {
+        let columns = self
+            .table
+            .metadata()
+            .current_schema()
+            .as_struct()
+            .fields()
+            .len();
+        match (self.reading.positions, projection) {
+            (true, Some(projection)) => Some(
+                projection
+                    .iter()
+                    .copied()
+                    .filter(|&i| i < columns)
+                    .collect(),
+            ),
+            (_, projection) => projection.cloned(),
+        }
+    }
+
+    /// A scan with positions (the table's projected columns, then file and position)
+    /// with exactly the columns of `projection`, in its order.
+    fn project_positions(
+        &self,
+        scan: IcebergScanExec,
+        projection: Option<&Vec<usize>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let Some(projection) = projection else {
+            return Ok(Arc::new(scan));
+        };
+        let scanned = scan.schema();
+        let columns = projection
+            .iter()
+            .map(|&i| {
+                let name = self.schema.field(i).name();
+                let column = Column::new(name, scanned.index_of(name)?);
+                Ok((Arc::new(column) as Arc<dyn PhysicalExpr>, name.clone()))
+            })
+            .collect::<DfResult<Vec<_>>>()?;
+        Ok(Arc::new(ProjectionExec::try_new(columns, Arc::new(scan))?))
     }
 }
 
@@ -157,16 +228,18 @@ impl TableProvider for IcebergTableProvider {
             Some(max) => state.config().target_partitions().min(max),
             None => state.config().target_partitions(),
         };
+        let table_columns = self.table_projection(projection);
         let scan = plan_scan(
             &self.table,
             &self.name,
-            projection,
+            table_columns.as_ref(),
             filters,
-            self.only_files.as_deref(),
+            &self.reading,
             target_partitions,
         )
         .await;
         match scan {
+            Ok(scan) if self.reading.positions => self.project_positions(scan, projection),
             Ok(scan) => Ok(Arc::new(scan)),
             Err(e) => {
                 if let Ok(mut error) = self.planning_error.lock() {
@@ -212,6 +285,12 @@ impl TableProvider for IcebergTableProvider {
         };
         if let Ok(mut writes) = self.planned_writes.lock() {
             writes.push(write_id);
+        }
+        if self.deletes_positions_next.swap(false, Ordering::SeqCst) {
+            return Ok(Arc::new(PositionDeleteWriteExec::try_new(
+                input,
+                Arc::new(spec),
+            )?));
         }
         let input = match shuffled {
             true => transforms::with_partition_values(input, &spec.partition_spec, &spec.schema)?,

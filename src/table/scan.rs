@@ -12,7 +12,8 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::array::{Int64Array, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema as ArrowSchema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::stats::{ColumnStatistics, Precision};
 use datafusion::common::{DataFusionError, Result as DfResult, Statistics, internal_err};
@@ -28,11 +29,12 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, TryStreamExt};
-use iceberg::arrow::ArrowReaderBuilder;
+use iceberg::arrow::{ArrowReader, ArrowReaderBuilder};
 use iceberg::expr::Bind;
 use iceberg::expr::BoundPredicate;
-use iceberg::scan::FileScanTask;
+use iceberg::scan::{FileScanTask, FileScanTaskStream};
 use iceberg::spec::{
     DataFileFormat, NameMapping, Schema, SchemaRef as IcebergSchemaRef, Transform,
 };
@@ -63,6 +65,8 @@ pub struct IcebergScanExec {
     /// What every task is read with.
     shape: TaskShape,
     output_schema: SchemaRef,
+    /// The table's columns of the output (all of it, unless the scan has positions).
+    read_schema: SchemaRef,
     /// The output columns labelled with field ids, for fitting reshaped columns.
     id_schema: SchemaRef,
     properties: Arc<PlanProperties>,
@@ -124,6 +128,24 @@ pub struct ScanParts {
     /// Projected nested fields whose shape changed in the table's history (see
     /// [`super::nested`]).
     pub reshaped_field_ids: Vec<i32>,
+    /// Every row of each file, in file order, with two more columns: the file's path
+    /// ([`FILE_COLUMN`]) and the row's position in it ([`POS_COLUMN`]). Files are read
+    /// whole, without a row filter and without the table's delete files: what a
+    /// merge-on-read DELETE needs to name the rows it deletes.
+    pub positions: bool,
+}
+
+/// In a scan with positions: the data file a row is in, and its position there.
+pub const FILE_COLUMN: &str = "__floe_file";
+pub const POS_COLUMN: &str = "__floe_pos";
+
+/// Which files a scan reads, and how.
+#[derive(Clone, Debug, Default)]
+pub struct Reading {
+    /// Only these data files, if given (a rewrite of some files).
+    pub only_files: Option<Arc<HashSet<String>>>,
+    /// See [`ScanParts::positions`].
+    pub positions: bool,
 }
 
 /// The parts of a scan every one of its tasks carries for the reader: set on each task,
@@ -180,7 +202,11 @@ impl IcebergScanExec {
     /// Builds scan `scan_id` (a decoded one); every listed task is normalised to the
     /// node's schema, projection, predicate and name mapping.
     pub fn with_groups(parts: ScanParts, scan_id: String, groups: TaskGroups) -> Result<Self> {
-        let output_schema = projected_arrow_schema(&parts.schema, &parts.project_field_ids)?;
+        let read_schema = projected_arrow_schema(&parts.schema, &parts.project_field_ids)?;
+        let output_schema = match parts.positions {
+            true => with_position_columns(&read_schema),
+            false => read_schema.clone(),
+        };
         let id_schema = projected_id_schema(&parts.schema, &parts.project_field_ids)?;
         let shape = TaskShape::of(&parts)?;
         let mut groups = groups;
@@ -210,6 +236,7 @@ impl IcebergScanExec {
             groups,
             shape,
             output_schema,
+            read_schema,
             id_schema,
             properties,
             reads_all_rows,
@@ -266,14 +293,22 @@ fn read_field_ids(schema: &IcebergSchemaRef, project_field_ids: &[i32]) -> Vec<i
         .unwrap_or_default()
 }
 
-/// Plans the scan of `table` (already pinned to one snapshot for the statement); of
-/// only the data files `only_files` names, if given (a copy-on-write rewrite).
+/// `schema` and the two columns of a scan with positions.
+pub fn with_position_columns(schema: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<FieldRef> = schema.fields().iter().cloned().collect();
+    fields.push(Arc::new(Field::new(FILE_COLUMN, DataType::Utf8, false)));
+    fields.push(Arc::new(Field::new(POS_COLUMN, DataType::Int64, false)));
+    Arc::new(ArrowSchema::new(fields))
+}
+
+/// Plans the scan of `table` (already pinned to one snapshot for the statement), read
+/// as `reading` says.
 pub async fn plan_scan(
     table: &Table,
     table_name: &str,
     projection: Option<&Vec<usize>>,
     filters: &[Expr],
-    only_files: Option<&HashSet<String>>,
+    reading: &Reading,
     target_partitions: usize,
 ) -> Result<IcebergScanExec> {
     let metadata = table.metadata();
@@ -299,6 +334,7 @@ pub async fn plan_scan(
         storage: StorageSpec::from_file_io(table.file_io()),
         case_sensitive: true,
         reshaped_field_ids: Vec::new(),
+        positions: reading.positions,
     };
     parts.reshaped_field_ids = reshaped_fields(
         &schema,
@@ -359,16 +395,22 @@ pub async fn plan_scan(
         constants::attach(task, &identity, &schema)?;
     }
     guard_against_lost_files(&tasks, predicate.is_some(), snapshot.summary())?;
-    if let Some(files) = only_files {
+    if let Some(files) = &reading.only_files {
         tasks.retain(|task| files.contains(&task.data_file_path));
     }
     refuse_unreadable_files(&parts.table, &tasks)?;
 
-    parts.predicate = read_predicate
-        .map(|p| p.bind(schema.clone(), parts.case_sensitive))
-        .transpose()?;
     let split = Splitting::of(metadata.properties());
-    let groups = group_tasks(split.split(tasks), target_partitions, split.open_file_cost);
+    if reading.positions {
+        // Positions count every row of the whole file.
+        tasks.iter_mut().for_each(|task| task.deletes.clear());
+    } else {
+        parts.predicate = read_predicate
+            .map(|p| p.bind(schema.clone(), parts.case_sensitive))
+            .transpose()?;
+        tasks = split.split(tasks);
+    }
+    let groups = group_tasks(tasks, target_partitions, split.open_file_cost);
     let mut scan = IcebergScanExec::try_new(parts, groups)?;
     let columns = statistics::column_statistics(
         table,
@@ -658,6 +700,11 @@ impl ExecutionPlan for IcebergScanExec {
                     })
                     .collect(),
             };
+            // A scan with positions: nothing is known of those.
+            let columns = self.output_schema.fields().len();
+            stats
+                .column_statistics
+                .resize(columns, ColumnStatistics::new_unknown());
         }
         Ok(stats)
     }
@@ -678,6 +725,8 @@ impl ExecutionPlan for IcebergScanExec {
         let reshaped = Arc::new(self.parts.reshaped_field_ids.clone());
         let (table, file_io) = (self.parts.table.clone(), self.parts.storage.file_io());
         let output_schema = self.output_schema.clone();
+        let read_schema = self.read_schema.clone();
+        let positions = self.parts.positions;
         let id_schema = self.id_schema.clone();
         let project_field_ids = self.parts.project_field_ids.clone();
         let count_only = project_field_ids.is_empty();
@@ -698,13 +747,24 @@ impl ExecutionPlan for IcebergScanExec {
             } else {
                 in_file_shapes(tasks, reshaped.clone(), file_io)
             };
-            let batches = reader.read(tasks).map_err(iceberg_to_df)?.stream();
-            Ok::<_, DataFusionError>(batches.map(move |batch| {
-                let mut batch = batch.map_err(iceberg_to_df)?;
+            let batches = match positions {
+                true => read_with_positions(reader, tasks),
+                false => reader
+                    .read(tasks)
+                    .map_err(iceberg_to_df)?
+                    .stream()
+                    .map(|batch| Ok((batch.map_err(iceberg_to_df)?, None)))
+                    .boxed(),
+            };
+            Ok::<_, DataFusionError>(batches.map(move |read| {
+                let (mut batch, position) = read?;
                 if !reshaped.is_empty() {
                     batch = fit_reshaped(batch, &project_field_ids, &reshaped, &id_schema)?;
                 }
-                let batch = conform(batch, &output_schema, count_only)?;
+                let mut batch = conform(batch, &read_schema, count_only)?;
+                if let Some(position) = position {
+                    batch = position.append_to(batch, &output_schema)?;
+                }
                 metrics.read(&batch);
                 Ok(batch)
             }))
@@ -750,6 +810,60 @@ impl ScanMetrics {
         self.scanning.add_duration(now - self.since);
         self.since = now;
     }
+}
+
+/// Where a batch of a scan with positions starts: its file and its first row's position.
+struct Position {
+    file: Arc<str>,
+    first: i64,
+}
+
+impl Position {
+    /// `batch` with the file and position columns.
+    fn append_to(&self, batch: RecordBatch, schema: &SchemaRef) -> DfResult<RecordBatch> {
+        let rows = batch.num_rows();
+        let mut columns = batch.columns().to_vec();
+        columns.push(Arc::new(StringArray::from_iter_values(
+            std::iter::repeat_n(self.file.as_ref(), rows),
+        )));
+        columns.push(Arc::new(Int64Array::from_iter_values(
+            self.first..self.first + rows as i64,
+        )));
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        Ok(RecordBatch::try_new_with_options(
+            schema.clone(),
+            columns,
+            &options,
+        )?)
+    }
+}
+
+type PositionedBatches = BoxStream<'static, DfResult<(RecordBatch, Option<Position>)>>;
+
+/// Reads the tasks one after another, each file on its own, counting its rows: with
+/// neither a row filter nor deletes, the n-th row read is the file's n-th row.
+fn read_with_positions(reader: ArrowReader, tasks: FileScanTaskStream) -> PositionedBatches {
+    tasks
+        .map(move |task| {
+            let reader = reader.clone();
+            async move {
+                let task = task.map_err(iceberg_to_df)?;
+                let file: Arc<str> = task.data_file_path.as_str().into();
+                let one = futures::stream::iter([Ok(task)]).boxed();
+                let batches = reader.read(one).map_err(iceberg_to_df)?.stream();
+                let mut next = 0i64;
+                Ok::<_, DataFusionError>(batches.map(move |batch| {
+                    let batch = batch.map_err(iceberg_to_df)?;
+                    let first = next;
+                    next += batch.num_rows() as i64;
+                    let file = file.clone();
+                    Ok((batch, Some(Position { file, first })))
+                }))
+            }
+        })
+        .buffered(1)
+        .try_flatten()
+        .boxed()
 }
 
 /// Gives a batch from the reader exactly the node's declared schema.

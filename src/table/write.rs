@@ -33,7 +33,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::PartitionKey;
 use iceberg::spec::{
     DataFile, DataFileFormat, FormatVersion, PartitionSpecRef, SchemaRef as IcebergSchemaRef,
-    serialize_data_file_to_json,
+    StructType, serialize_data_file_to_json,
 };
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
@@ -225,16 +225,8 @@ async fn write_partition(
     // Unique per task attempt: a retried task never overwrites its predecessor's files.
     let prefix = format!("{}-{partition:05}-{}", spec.write_id, uuid::Uuid::new_v4());
     let file_io = spec.storage.file_io();
-    let locations = RecordingLocations {
-        data_location: spec.data_location.trim_end_matches('/').to_string(),
-        written: Arc::default(),
-    };
-    // Until this task has handed its files over, failing or being aborted deletes them.
-    let mut cleanup = DeleteOnDrop {
-        files: locations.written.clone(),
-        file_io: file_io.clone(),
-        armed: true,
-    };
+    let locations = RecordingLocations::under(&spec.data_location);
+    let mut cleanup = DeleteOnDrop::new(&locations, &file_io);
     let parquet = ParquetWriterBuilder::new(
         writer_properties(&spec.compression_codec)?,
         spec.schema.clone(),
@@ -248,7 +240,7 @@ async fn write_partition(
     );
     let builder = DataFileWriterBuilder::new(rolling);
     let files = write_batches(spec, table_schema, builder, input).await?;
-    cleanup.armed = false;
+    cleanup.disarm();
     for file in &files {
         tracing::debug!(
             target: "floe::write",
@@ -337,9 +329,18 @@ async fn write_clustered(
 /// File locations under the data location, in Hive-style partition directories
 /// (`name=value/…`), remembering every location it hands out.
 #[derive(Clone)]
-struct RecordingLocations {
+pub(super) struct RecordingLocations {
     data_location: String,
     written: Arc<Mutex<Vec<String>>>,
+}
+
+impl RecordingLocations {
+    pub(super) fn under(data_location: &str) -> Self {
+        Self {
+            data_location: data_location.trim_end_matches('/').to_string(),
+            written: Arc::default(),
+        }
+    }
 }
 
 impl LocationGenerator for RecordingLocations {
@@ -394,10 +395,26 @@ pub fn form_encode(text: &str) -> String {
 
 /// Deletes a task's files when the task fails or is aborted (dropped) before it
 /// returned them; the coordinator never learns about such files.
-struct DeleteOnDrop {
+pub(super) struct DeleteOnDrop {
     files: Arc<Mutex<Vec<String>>>,
     file_io: FileIO,
     armed: bool,
+}
+
+impl DeleteOnDrop {
+    /// Armed until [`Self::disarm`]: the files `locations` hands out.
+    pub(super) fn new(locations: &RecordingLocations, file_io: &FileIO) -> Self {
+        Self {
+            files: locations.written.clone(),
+            file_io: file_io.clone(),
+            armed: true,
+        }
+    }
+
+    /// The task handed its files over: they are the coordinator's now.
+    pub(super) fn disarm(&mut self) {
+        self.armed = false;
+    }
 }
 
 impl Drop for DeleteOnDrop {
@@ -444,6 +461,9 @@ pub fn conform_to_table(batch: RecordBatch, table_schema: &SchemaRef) -> DfResul
 
 /// Table property: the Parquet compression codec of new data files.
 pub const COMPRESSION_CODEC: &str = "write.parquet.compression-codec";
+/// Table property: how a DELETE removes rows: `copy-on-write` (the default) rewrites
+/// the data files that hold them, `merge-on-read` writes position delete files.
+pub const DELETE_MODE: &str = "write.delete.mode";
 /// Table property: the size at which a data file is closed and the next one begun.
 pub const TARGET_FILE_SIZE: &str = "write.target-file-size-bytes";
 
@@ -491,6 +511,7 @@ pub fn check_write_properties(properties: &HashMap<String, String>) -> Result<()
         writer_properties(codec)?;
     }
     distribution_mode(properties)?;
+    deletes_merge_on_read(properties)?;
     if let Some(size) = properties.get(TARGET_FILE_SIZE)
         && size.parse::<u64>().map_or(true, |size| size == 0)
     {
@@ -501,8 +522,23 @@ pub fn check_write_properties(properties: &HashMap<String, String>) -> Result<()
     Ok(())
 }
 
+/// Whether the table's DELETEs write position delete files ([`DELETE_MODE`]).
+pub fn deletes_merge_on_read(properties: &HashMap<String, String>) -> Result<bool> {
+    match properties
+        .get(DELETE_MODE)
+        .map(|m| m.to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("copy-on-write") => Ok(false),
+        Some("merge-on-read") => Ok(true),
+        Some(other) => Err(FloeError::invalid(format!(
+            "table property {DELETE_MODE}: '{other}' is not copy-on-write or merge-on-read"
+        ))),
+    }
+}
+
 /// Parquet writer settings from the table's `write.parquet.compression-codec`.
-fn writer_properties(codec: &str) -> DfResult<WriterProperties> {
+pub(super) fn writer_properties(codec: &str) -> DfResult<WriterProperties> {
     let compression = match codec.to_ascii_lowercase().as_str() {
         "zstd" => Compression::ZSTD(ZstdLevel::default()),
         "snappy" => Compression::SNAPPY,
@@ -527,10 +563,19 @@ fn descriptors(spec: &WriteSpec, files: Vec<DataFile>) -> DfResult<RecordBatch> 
         .partition_spec
         .partition_type(&spec.schema)
         .map_err(iceberg_to_df)?;
-    let spec_id = spec.partition_spec.spec_id();
+    descriptor_batch(spec, files, &partition_type, spec.partition_spec.spec_id())
+}
+
+/// One descriptor row per file, of partition spec `spec_id`.
+pub(super) fn descriptor_batch(
+    spec: &WriteSpec,
+    files: Vec<DataFile>,
+    partition_type: &StructType,
+    spec_id: i32,
+) -> DfResult<RecordBatch> {
     let json = files
         .into_iter()
-        .map(|file| serialize_data_file_to_json(file, &partition_type, spec.format_version))
+        .map(|file| serialize_data_file_to_json(file, partition_type, spec.format_version))
         .collect::<iceberg::Result<Vec<String>>>()
         .map_err(iceberg_to_df)?;
     let spec_ids = Int32Array::from(vec![spec_id; json.len()]);

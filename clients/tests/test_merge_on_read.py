@@ -1,0 +1,151 @@
+"""Merge-on-read DELETE (`write.delete.mode` = `merge-on-read`): the data files stay, one
+position delete file per affected data file is added in one `delete` snapshot, and Floe,
+pyiceberg and DuckDB read the table without the deleted rows."""
+
+import re
+
+import adbc_driver_manager
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import Server, query
+from test_row_level import affected, history, pyiceberg_rows, rows
+
+WROTE_DELETES = re.compile(r"wrote position delete file .*file=(\S+)")
+MERGE_ON_READ = "TBLPROPERTIES ('write.delete.mode' = 'merge-on-read')"
+
+
+@pytest.fixture()
+def events(cur, schema):
+    """Three days, one file per day and INSERT: day 1 has ids 1-3 and 10, day 2 ids 4-5,
+    day 3 id 6 (its name NULL); deletes are merge-on-read."""
+    name = f"{schema}.events"
+    cur.execute(f"CREATE TABLE {name} (id BIGINT, name STRING, day DATE) PARTITIONED BY (day) "
+                f"{MERGE_ON_READ}")
+    cur.execute(f"INSERT INTO {name} VALUES (1, 'a', DATE '2024-01-01'), (2, 'b', DATE '2024-01-01'), "
+                f"(3, 'c', DATE '2024-01-01'), (4, 'd', DATE '2024-01-02'), (5, 'e', DATE '2024-01-02'), "
+                f"(6, NULL, DATE '2024-01-03')")
+    cur.execute(f"INSERT INTO {name} VALUES (10, 'j', DATE '2024-01-01')")
+    return name
+
+
+def delete_files(catalog, table):
+    """(path, referenced data file's partition, record count) of each live delete file."""
+    found = catalog.load_table(table).inspect.delete_files().to_pylist()
+    return [(f["file_path"], f["partition"], f["record_count"]) for f in found]
+
+
+def data_files(catalog, table):
+    return set(catalog.load_table(table).inspect.data_files()["file_path"].to_pylist())
+
+
+def duckdb_ids(catalog, table, extension_dir):
+    """The ids DuckDB's `iceberg` extension reads from the table's current metadata."""
+    import duckdb
+    from duckdb_extensions import import_extension
+
+    con = duckdb.connect(config={"autoinstall_known_extensions": False,
+                                 "autoload_known_extensions": False,
+                                 "extension_directory": str(extension_dir)})
+    for extension in ["avro", "iceberg"]:
+        import_extension(extension, con=con)
+        con.sql(f"LOAD {extension}")
+    location = catalog.load_table(table).metadata_location
+    return sorted(r[0] for r in con.sql(f"SELECT id FROM iceberg_scan('{location}')").fetchall())
+
+
+def deleted_positions(path):
+    table = pq.read_table(path)
+    return list(zip(table["file_path"].to_pylist(), table["pos"].to_pylist()))
+
+
+def test_delete_adds_position_delete_files_and_keeps_the_data_files(cur, catalog, events, tmp_path):
+    data_before = data_files(catalog, events)
+    assert affected(cur, f"DELETE FROM {events} WHERE id IN (2, 3, 10)") == 3
+    expected = [1, 4, 5, 6]
+    assert [r["id"] for r in rows(cur, events)] == expected
+    assert [r["id"] for r in pyiceberg_rows(catalog, events)] == expected
+    assert duckdb_ids(catalog, events, tmp_path / "duckdb") == expected
+    assert data_files(catalog, events) == data_before
+    assert history(catalog, events) == ["append", "append", "delete"]
+    summary = catalog.load_table(events).current_snapshot().summary
+    assert (summary["added-delete-files"], summary["added-position-deletes"]) == ("2", "3")
+    assert summary["total-records"] == "7" and summary["total-position-deletes"] == "3"
+    # One delete file per data file, in that file's partition, naming it and the
+    # positions of its deleted rows in order.
+    deletes = delete_files(catalog, events)
+    assert sorted(d[1]["day"].isoformat() for d in deletes) == ["2024-01-01", "2024-01-01"]
+    positions = sorted(p for path, _, _ in deletes for p in deleted_positions(path))
+    by_file = {}
+    for data_file, pos in positions:
+        by_file.setdefault(data_file, []).append(pos)
+    assert sorted(by_file.values()) == [[0], [1, 2]]
+    assert set(by_file) <= data_before
+
+
+def test_deletes_accumulate_and_count_only_live_rows(cur, catalog, events):
+    assert affected(cur, f"DELETE FROM {events} WHERE id = 1") == 1
+    assert affected(cur, f"DELETE FROM {events} WHERE day = DATE '2024-01-01'") == 3
+    assert affected(cur, f"DELETE FROM {events} WHERE id = 1") == 0
+    assert [r["id"] for r in rows(cur, events)] == [4, 5, 6]
+    assert [r["id"] for r in pyiceberg_rows(catalog, events)] == [4, 5, 6]
+    assert query(cur, f"SELECT count(*) AS n FROM {events}").to_pylist() == [{"n": 3}]
+    assert history(catalog, events)[-2:] == ["delete", "delete"]
+
+
+def test_delete_with_a_subquery_and_null_conditions(cur, catalog, events, schema):
+    cur.execute(f"CREATE TABLE {schema}.gone AS SELECT * FROM (VALUES (4), (6)) AS t(id)")
+    assert affected(cur, f"DELETE FROM {events} WHERE id IN (SELECT id FROM {schema}.gone)") == 2
+    # name IS NULL for id 6, already gone; NULL conditions keep the row.
+    assert affected(cur, f"DELETE FROM {events} WHERE name <> 'a'") == 4
+    assert [r["id"] for r in rows(cur, events)] == [1]
+    assert [r["id"] for r in pyiceberg_rows(catalog, events)] == [1]
+
+
+def test_update_and_compaction_after_merge_on_read_deletes(cur, catalog, events):
+    assert affected(cur, f"DELETE FROM {events} WHERE id IN (2, 5)") == 2
+    # UPDATE and MERGE rewrite the files (reading through the deletes).
+    assert affected(cur, f"UPDATE {events} SET name = 'x' WHERE id = 1") == 1
+    cur.execute(f"CALL floe.system.rewrite_data_files('{events}')")
+    cur.fetchall()
+    expected = [(1, "x"), (3, "c"), (4, "d"), (6, None), (10, "j")]
+    assert [(r["id"], r["name"]) for r in rows(cur, events)] == expected
+    assert [(r["id"], r["name"]) for r in pyiceberg_rows(catalog, events)] == expected
+    # Compaction applied the deletes: no delete file is live any more.
+    assert delete_files(catalog, events) == []
+
+
+def test_unpartitioned_table_on_two_executors(tmp_path):
+    server = Server(tmp_path / "data", ["--local-executors", "0", "--target-partitions", "4"])
+    executors = [server.start_executor(tmp_path / f"executor{i}.log",
+                                       env={"RUST_LOG": "info,floe::write=debug"}) for i in range(2)]
+    try:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE SCHEMA mor")
+            cur.execute(f"CREATE TABLE mor.flat {MERGE_ON_READ} AS "
+                        "SELECT value AS id, value % 7 AS k FROM generate_series(1, 20000)")
+            cur.execute("INSERT INTO mor.flat SELECT value AS id, value % 7 AS k "
+                        "FROM generate_series(20001, 40000)")
+            written = data_files(server.pyiceberg(), "mor.flat")
+            deleted = [i for i in range(1, 40001) if i % 7 == 3 or i > 39990]
+            assert affected(cur, "DELETE FROM mor.flat WHERE k = 3 OR id > 39990") == len(deleted)
+            remaining = sorted(set(range(1, 40001)) - set(deleted))
+            got = query(cur, "SELECT count(*) AS n, sum(id) AS s FROM mor.flat").to_pylist()
+            assert got == [{"n": len(remaining), "s": sum(remaining)}]
+        scanned = server.pyiceberg().load_table("mor.flat").scan().to_arrow()
+        assert sorted(scanned["id"].to_pylist()) == remaining
+        # One delete file per data file, written by the executor processes.
+        deletes = delete_files(server.pyiceberg(), "mor.flat")
+        assert len(deletes) == len(written) > 1
+        by_executor = [WROTE_DELETES.findall(e.output()) for e in executors]
+        assert sorted(p for w in by_executor for p in w) == sorted(d[0] for d in deletes)
+    finally:
+        for executor in executors:
+            executor.stop()
+        server.stop()
+
+
+def test_a_bad_delete_mode_is_refused(cur, schema):
+    with pytest.raises(adbc_driver_manager.Error, match="write.delete.mode"):
+        cur.execute(f"CREATE TABLE {schema}.bad (id INT) "
+                    "TBLPROPERTIES ('write.delete.mode' = 'sometimes')")
