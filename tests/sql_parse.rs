@@ -204,7 +204,7 @@ fn named_versions_become_table_names() {
 
 #[test]
 fn spark_alter_table_forms_are_read_by_floe() {
-    use floe::sql::alter_forms::{AlterForm, PartitionChange, parse_alter_form};
+    use floe::sql::alter_forms::{AlterForm, ColumnChange, PartitionChange, parse_alter_form};
     use floe::sql::refs::{RefAction, RefKind};
     let form = |sql: &str| parse_alter_form(sql).expect("valid");
     let Some(AlterForm::Ref(create)) = form(
@@ -245,8 +245,44 @@ fn spark_alter_table_forms_are_read_by_floe() {
         form("ALTER TABLE t UNSET TBLPROPERTIES IF EXISTS ('a', 'b')"),
         Some(AlterForm::UnsetProperties { if_exists: true, ref keys, .. }) if keys == &["a", "b"]
     ));
+    // Columns inside structs, which sqlparser cannot name.
+    let nested = |sql: &str| match form(sql) {
+        Some(AlterForm::NestedColumn { change, .. }) => change,
+        other => panic!("a nested column statement: {other:?}"),
+    };
+    let ColumnChange::Add {
+        path,
+        column,
+        if_not_exists: true,
+    } = nested("ALTER TABLE t ADD COLUMN IF NOT EXISTS p.q.z DOUBLE COMMENT 'h'")
+    else {
+        panic!("an ADD")
+    };
+    let names: Vec<&str> = path.iter().map(|i| i.value.as_str()).collect();
+    assert_eq!(
+        (names, column.name.value.as_str()),
+        (vec!["p", "q", "z"], "z")
+    );
+    assert_eq!(column.options.len(), 1);
+    assert!(matches!(
+        nested("alter table t drop column if exists p.y"),
+        ColumnChange::Drop { if_exists: true, ref path } if path.len() == 2
+    ));
+    assert!(matches!(
+        nested("ALTER TABLE t RENAME COLUMN p.x TO east"),
+        ColumnChange::Rename { ref to, .. } if to.value == "east"
+    ));
+    assert!(matches!(
+        nested("ALTER TABLE t ALTER COLUMN p.x SET DATA TYPE BIGINT"),
+        ColumnChange::Retype { .. }
+    ));
+    assert!(matches!(
+        nested("ALTER TABLE t ALTER COLUMN p.x DROP NOT NULL"),
+        ColumnChange::DropNotNull { .. }
+    ));
     // Other ALTER TABLE statements (Hive's partitions too) are not Floe's to read here.
     assert_eq!(form("ALTER TABLE t ADD COLUMN c INT"), None);
+    assert_eq!(form("ALTER TABLE t DROP COLUMN IF EXISTS c"), None);
     assert_eq!(form("ALTER TABLE t DROP PARTITION (p = 1)"), None);
     assert_eq!(form("SELECT 1"), None);
     // Comments before ALTER are skipped as the parser skips them.

@@ -14,12 +14,12 @@ use datafusion::sql::sqlparser::ast::{
     ObjectName, RenameTableNameKind, SqlOption,
 };
 use iceberg::spec::{
-    NestedField, NestedFieldRef, PrimitiveType, Schema, Type, UnboundPartitionField,
+    NestedField, NestedFieldRef, PrimitiveType, Schema, StructType, Type, UnboundPartitionField,
     UnboundPartitionSpec,
 };
 use iceberg::{TableIdent, TableRequirement, TableUpdate};
 
-use super::alter_forms::PartitionChange;
+use super::alter_forms::{ColumnChange, PartitionChange};
 use super::ddl::{
     FORMAT_VERSION, Names, normalize, partition_field_name, property, table_schema, transform_of,
 };
@@ -53,12 +53,42 @@ pub async fn alter_table(
         }
         return Ok(catalog.rename_table(&ident, &target).await?);
     }
+    alter_schema(catalog, &ident, |change| {
+        alter
+            .operations
+            .iter()
+            .try_for_each(|operation| change.apply(operation))
+    })
+    .await
+}
+
+/// `ALTER TABLE t ADD|DROP|RENAME|ALTER COLUMN a.b…`: a change of a nested field (see
+/// `alter_forms::ColumnChange`).
+pub async fn alter_nested_column(
+    catalog: &dyn FloeCatalog,
+    names: &Names<'_>,
+    table: &ObjectName,
+    column: &ColumnChange,
+) -> Result<()> {
+    let ident = names.table(table)?;
+    if !catalog.table_exists(&ident).await? {
+        return Err(FloeError::not_found(format!("table '{ident}' not found")));
+    }
+    alter_schema(catalog, &ident, |change| change.apply_nested(column)).await
+}
+
+/// Applies `edit` to the table's columns and properties, and commits what changed.
+async fn alter_schema(
+    catalog: &dyn FloeCatalog,
+    ident: &TableIdent,
+    edit: impl FnOnce(&mut Change) -> Result<()>,
+) -> Result<()> {
     catalog.check_commit_changes()?;
-    let table = catalog.load_table(&ident).await?;
+    let table = catalog.load_table(ident).await?;
     let metadata = table.metadata();
     let current = metadata.current_schema();
     let mut change = Change {
-        ident: &ident,
+        ident,
         fields: current.as_struct().fields().to_vec(),
         next_id: metadata.last_column_id(),
         properties: HashMap::new(),
@@ -67,9 +97,7 @@ pub async fn alter_table(
             .flat_map(|spec| spec.fields().iter().map(|f| f.source_id))
             .collect(),
     };
-    for operation in &alter.operations {
-        change.apply(operation)?;
-    }
+    edit(&mut change)?;
     let mut updates = Vec::new();
     if change.fields.as_slice() != current.as_struct().fields() {
         let schema = Schema::builder()
@@ -98,7 +126,7 @@ pub async fn alter_table(
         }],
         updates,
     );
-    catalog.commit_changes(&ident, &changes).await?;
+    catalog.commit_changes(ident, &changes).await?;
     Ok(())
 }
 
@@ -112,6 +140,13 @@ struct Change<'a> {
     partition_sources: Vec<i32>,
 }
 
+/// A column's path: its name, after the names of the structs it is in.
+type Path = [String];
+
+fn path_of(idents: &[Ident]) -> Vec<String> {
+    idents.iter().map(normalize).collect()
+}
+
 impl Change<'_> {
     fn apply(&mut self, operation: &AlterTableOperation) -> Result<()> {
         match operation {
@@ -120,32 +155,29 @@ impl Change<'_> {
                 column_def,
                 column_position: None,
                 ..
-            } => self.add(column_def, *if_not_exists),
+            } => self.add(&[normalize(&column_def.name)], column_def, *if_not_exists),
             AlterTableOperation::DropColumn {
                 column_names,
                 if_exists,
                 ..
             } => column_names
                 .iter()
-                .try_for_each(|name| self.drop(name, *if_exists)),
+                .try_for_each(|name| self.drop(&[normalize(name)], *if_exists)),
             AlterTableOperation::RenameColumn {
                 old_column_name,
                 new_column_name,
-            } => self.rename(old_column_name, new_column_name),
-            AlterTableOperation::AlterColumn { column_name, op } => match op {
-                AlterColumnOperation::DropNotNull => {
-                    self.update(column_name, |field| field.required = false)
+            } => self.rename(&[normalize(old_column_name)], new_column_name),
+            AlterTableOperation::AlterColumn { column_name, op } => {
+                let path = [normalize(column_name)];
+                match op {
+                    AlterColumnOperation::DropNotNull => self.drop_not_null(&path),
+                    AlterColumnOperation::SetNotNull => Err(self.cannot_set_not_null(&path)),
+                    AlterColumnOperation::SetDataType { data_type, .. } => {
+                        self.retype(&path, data_type)
+                    }
+                    other => Err(unsupported(other)),
                 }
-                AlterColumnOperation::SetNotNull => Err(FloeError::invalid(format!(
-                    "ALTER TABLE {}: column {column_name} cannot become NOT NULL: rows \
-                     already written may hold NULL",
-                    self.ident
-                ))),
-                AlterColumnOperation::SetDataType { data_type, .. } => {
-                    self.retype(column_name, data_type)
-                }
-                other => Err(unsupported(other)),
-            },
+            }
             AlterTableOperation::SetTblProperties { table_properties } => table_properties
                 .iter()
                 .try_for_each(|p| self.set_property(p)),
@@ -156,30 +188,79 @@ impl Change<'_> {
         }
     }
 
-    fn position(&self, name: &Ident) -> Option<usize> {
-        let name = normalize(name);
-        self.fields.iter().position(|f| f.name == name)
+    fn apply_nested(&mut self, column: &ColumnChange) -> Result<()> {
+        match column {
+            ColumnChange::Add {
+                path,
+                column,
+                if_not_exists,
+            } => self.add(&path_of(path), column, *if_not_exists),
+            ColumnChange::Drop { path, if_exists } => self.drop(&path_of(path), *if_exists),
+            ColumnChange::Rename { path, to } => self.rename(&path_of(path), to),
+            ColumnChange::Retype { path, data_type } => self.retype(&path_of(path), data_type),
+            ColumnChange::DropNotNull { path } => self.drop_not_null(&path_of(path)),
+            ColumnChange::SetNotNull { path } => Err(self.cannot_set_not_null(&path_of(path))),
+        }
     }
 
-    fn existing(&self, name: &Ident) -> Result<usize> {
-        self.position(name).ok_or_else(|| {
+    /// The field at `path`, if there is one.
+    fn find(&self, path: &Path) -> Option<&NestedFieldRef> {
+        let (first, rest) = path.split_first()?;
+        let mut field = self.fields.iter().find(|f| f.name == *first)?;
+        for name in rest {
+            let Type::Struct(inner) = field.field_type.as_ref() else {
+                return None;
+            };
+            field = inner.fields().iter().find(|f| f.name == *name)?;
+        }
+        Some(field)
+    }
+
+    fn existing(&self, path: &Path) -> Result<&NestedFieldRef> {
+        self.find(path).ok_or_else(|| {
             FloeError::not_found(format!(
                 "ALTER TABLE {}: no column {}",
                 self.ident,
-                normalize(name)
+                path.join(".")
             ))
         })
     }
 
-    fn add(&mut self, column: &ColumnDef, if_not_exists: bool) -> Result<()> {
-        if self.position(&column.name).is_some() {
+    /// Runs `edit` on the fields of the struct `path` is in (the table's columns for a
+    /// top-level one), with the last name of `path`.
+    fn edit_parent(
+        &mut self,
+        path: &Path,
+        edit: impl FnOnce(&mut Self, &mut Vec<NestedFieldRef>, &str) -> Result<()>,
+    ) -> Result<()> {
+        let Some((name, parents)) = path.split_last() else {
+            return Err(FloeError::internal("ALTER TABLE: an empty column path"));
+        };
+        if !parents.is_empty() {
+            let parent = self.existing(parents)?;
+            if !matches!(parent.field_type.as_ref(), Type::Struct(_)) {
+                return Err(FloeError::invalid(format!(
+                    "ALTER TABLE {}: column {} is not a struct",
+                    self.ident,
+                    parents.join(".")
+                )));
+            }
+        }
+        let mut fields = std::mem::take(&mut self.fields);
+        let result = edit_in_struct(&mut fields, parents, |fields| edit(self, fields, name));
+        self.fields = fields;
+        result
+    }
+
+    fn add(&mut self, path: &Path, column: &ColumnDef, if_not_exists: bool) -> Result<()> {
+        if self.find(path).is_some() {
             if if_not_exists {
                 return Ok(());
             }
             return Err(FloeError::already_exists(format!(
                 "ALTER TABLE {}: column {} already exists",
                 self.ident,
-                normalize(&column.name)
+                path.join(".")
             )));
         }
         let parsed = table_schema(std::slice::from_ref(column))?;
@@ -187,7 +268,8 @@ impl Change<'_> {
             .as_struct()
             .fields()
             .first()
-            .ok_or_else(|| FloeError::internal("a column definition without a field"))?;
+            .ok_or_else(|| FloeError::internal("a column definition without a field"))?
+            .clone();
         if field.required {
             return Err(FloeError::invalid(format!(
                 "ALTER TABLE {}: an added column cannot be NOT NULL: the rows already \
@@ -195,51 +277,71 @@ impl Change<'_> {
                 self.ident
             )));
         }
-        self.fields
-            .push(Arc::new(renumber(field, &mut self.next_id)));
-        Ok(())
+        self.edit_parent(path, |change, fields, name| {
+            let mut added = renumber(&field, &mut change.next_id);
+            added.name = name.to_string();
+            fields.push(Arc::new(added));
+            Ok(())
+        })
     }
 
-    fn drop(&mut self, name: &Ident, if_exists: bool) -> Result<()> {
-        let Some(at) = self.position(name) else {
-            if if_exists {
-                return Ok(());
-            }
-            return self.existing(name).map(|_| ());
+    fn drop(&mut self, path: &Path, if_exists: bool) -> Result<()> {
+        let field = match self.find(path) {
+            Some(field) => field.clone(),
+            None if if_exists => return Ok(()),
+            None => return self.existing(path).map(|_| ()),
         };
-        let field = &self.fields[at];
-        if self.partition_sources.contains(&field.id) {
+        if let Some(source) = field_ids(&field)
+            .into_iter()
+            .find(|id| self.partition_sources.contains(id))
+        {
+            let what = match source == field.id {
+                true => "is a partition source".to_string(),
+                false => format!("holds partition source field {source}"),
+            };
             return Err(FloeError::invalid(format!(
-                "ALTER TABLE {}: column {} is a partition source and cannot be dropped",
-                self.ident, field.name
+                "ALTER TABLE {}: column {} {what} and cannot be dropped",
+                self.ident,
+                path.join(".")
             )));
         }
-        if self.fields.len() == 1 {
-            return Err(FloeError::invalid(format!(
-                "ALTER TABLE {}: cannot drop its only column",
-                self.ident
-            )));
-        }
-        self.fields.remove(at);
-        Ok(())
+        self.edit_parent(path, |change, fields, name| {
+            if fields.len() == 1 {
+                let what = match path.len() {
+                    1 => "the table's only column".to_string(),
+                    _ => format!("the only field of {}", path[..path.len() - 1].join(".")),
+                };
+                return Err(FloeError::invalid(format!(
+                    "ALTER TABLE {}: cannot drop {what}",
+                    change.ident
+                )));
+            }
+            fields.retain(|f| f.name != name);
+            Ok(())
+        })
     }
 
-    fn rename(&mut self, from: &Ident, to: &Ident) -> Result<()> {
-        if self.position(to).is_some() {
+    fn rename(&mut self, path: &Path, to: &Ident) -> Result<()> {
+        self.existing(path)?;
+        let new_name = normalize(to);
+        let mut target = path.to_vec();
+        if let Some(last) = target.last_mut() {
+            *last = new_name.clone();
+        }
+        if self.find(&target).is_some() {
             return Err(FloeError::already_exists(format!(
                 "ALTER TABLE {}: column {} already exists",
                 self.ident,
-                normalize(to)
+                target.join(".")
             )));
         }
-        let name = normalize(to);
-        self.update(from, |field| field.name = name)
+        self.update(path, |field| field.name = new_name)
     }
 
-    fn retype(&mut self, name: &Ident, data_type: &DataType) -> Result<()> {
-        let at = self.existing(name)?;
+    fn retype(&mut self, path: &Path, data_type: &DataType) -> Result<()> {
+        let field = self.existing(path)?.clone();
         let probe = ColumnDef {
-            name: name.clone(),
+            name: Ident::new(field.name.clone()),
             data_type: data_type.clone(),
             options: Vec::new(),
         };
@@ -250,23 +352,41 @@ impl Change<'_> {
             .first()
             .map(|f| f.field_type.as_ref().clone())
             .ok_or_else(|| FloeError::internal("a column definition without a field"))?;
-        let field = &self.fields[at];
         if !is_promotion(&field.field_type, &wanted) {
             return Err(FloeError::invalid(format!(
                 "ALTER TABLE {}: column {} cannot change from {} to {wanted}: Iceberg \
                  allows int to bigint, float to double, and widening a decimal's precision",
-                self.ident, field.name, field.field_type
+                self.ident,
+                path.join("."),
+                field.field_type
             )));
         }
-        self.update(name, |field| *field.field_type = wanted)
+        self.update(path, |field| *field.field_type = wanted)
     }
 
-    fn update(&mut self, name: &Ident, change: impl FnOnce(&mut NestedField)) -> Result<()> {
-        let at = self.existing(name)?;
-        let mut field = self.fields[at].as_ref().clone();
-        change(&mut field);
-        self.fields[at] = Arc::new(field);
-        Ok(())
+    fn drop_not_null(&mut self, path: &Path) -> Result<()> {
+        self.update(path, |field| field.required = false)
+    }
+
+    fn cannot_set_not_null(&self, path: &Path) -> FloeError {
+        FloeError::invalid(format!(
+            "ALTER TABLE {}: column {} cannot become NOT NULL: rows already written may \
+             hold NULL",
+            self.ident,
+            path.join(".")
+        ))
+    }
+
+    fn update(&mut self, path: &Path, change: impl FnOnce(&mut NestedField)) -> Result<()> {
+        self.existing(path)?;
+        self.edit_parent(path, |_, fields, name| {
+            if let Some(at) = fields.iter().position(|f| f.name == name) {
+                let mut field = fields[at].as_ref().clone();
+                change(&mut field);
+                fields[at] = Arc::new(field);
+            }
+            Ok(())
+        })
     }
 
     fn set_property(&mut self, option: &SqlOption) -> Result<()> {
@@ -279,6 +399,45 @@ impl Change<'_> {
         self.properties.insert(key, value);
         Ok(())
     }
+}
+
+/// Runs `edit` on the fields of the struct at `parents` (which exist) in `fields`.
+fn edit_in_struct(
+    fields: &mut Vec<NestedFieldRef>,
+    parents: &Path,
+    edit: impl FnOnce(&mut Vec<NestedFieldRef>) -> Result<()>,
+) -> Result<()> {
+    let Some((first, rest)) = parents.split_first() else {
+        return edit(fields);
+    };
+    let at = fields
+        .iter()
+        .position(|f| f.name == *first)
+        .ok_or_else(|| FloeError::internal(format!("no column {first}")))?;
+    let mut field = fields[at].as_ref().clone();
+    let Type::Struct(inner) = field.field_type.as_ref() else {
+        return Err(FloeError::internal(format!("{first} is not a struct")));
+    };
+    let mut inner_fields = inner.fields().to_vec();
+    edit_in_struct(&mut inner_fields, rest, edit)?;
+    *field.field_type = Type::Struct(StructType::new(inner_fields));
+    fields[at] = Arc::new(field);
+    Ok(())
+}
+
+/// The ids of a field and of every field nested in it.
+fn field_ids(field: &NestedField) -> Vec<i32> {
+    let mut ids = vec![field.id];
+    match field.field_type.as_ref() {
+        Type::Struct(inner) => inner.fields().iter().for_each(|f| ids.extend(field_ids(f))),
+        Type::List(list) => ids.extend(field_ids(&list.element_field)),
+        Type::Map(map) => {
+            ids.extend(field_ids(&map.key_field));
+            ids.extend(field_ids(&map.value_field));
+        }
+        Type::Primitive(_) => {}
+    }
+    ids
 }
 
 /// Iceberg's legal type promotions.

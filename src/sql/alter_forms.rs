@@ -9,13 +9,21 @@
 //! ALTER TABLE t DROP PARTITION FIELD <column | transform | name>
 //! ALTER TABLE t REPLACE PARTITION FIELD <…> WITH <column | transform> [AS name]
 //! ALTER TABLE t UNSET TBLPROPERTIES [IF EXISTS] ('key', …)
+//! ALTER TABLE t ADD COLUMN [IF NOT EXISTS] a.b… type [NULL] [COMMENT '…']
+//! ALTER TABLE t DROP COLUMN [IF EXISTS] a.b…
+//! ALTER TABLE t RENAME COLUMN a.b… TO c
+//! ALTER TABLE t ALTER COLUMN a.b… TYPE type | SET DATA TYPE type | DROP NOT NULL
 //! ```
+//!
+//! (the column forms with a nested path; sqlparser reads them with a plain name).
 //!
 //! A statement that starts as one of these is read here, before sqlparser sees it;
 //! anything else goes on to the parser as it is. What they do is in `refs` (tags and
 //! branches) and `alter` (partitioning, properties).
 
-use datafusion::sql::sqlparser::ast::{Expr, Ident, ObjectName};
+use datafusion::sql::sqlparser::ast::{
+    ColumnDef, ColumnOption, ColumnOptionDef, DataType, Expr, Ident, ObjectName,
+};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
@@ -36,6 +44,39 @@ pub enum AlterForm {
         table: ObjectName,
         if_exists: bool,
         keys: Vec<String>,
+    },
+    NestedColumn {
+        table: ObjectName,
+        change: ColumnChange,
+    },
+}
+
+/// A change of a field inside a struct column, named by its path (`point.x`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnChange {
+    Add {
+        path: Vec<Ident>,
+        /// The new field (its name is the path's last).
+        column: ColumnDef,
+        if_not_exists: bool,
+    },
+    Drop {
+        path: Vec<Ident>,
+        if_exists: bool,
+    },
+    Rename {
+        path: Vec<Ident>,
+        to: Ident,
+    },
+    Retype {
+        path: Vec<Ident>,
+        data_type: DataType,
+    },
+    DropNotNull {
+        path: Vec<Ident>,
+    },
+    SetNotNull {
+        path: Vec<Ident>,
     },
 }
 
@@ -115,11 +156,16 @@ enum Start {
     },
     Partition(Keyword),
     Unset,
+    /// A column form (ADD, DROP, RENAME or ALTER) whose path is nested.
+    NestedColumn(Keyword),
 }
 
 fn form_start(parser: &mut Parser) -> Option<Start> {
     if parser.parse_keywords(&[Keyword::UNSET, Keyword::TBLPROPERTIES]) {
         return Some(Start::Unset);
+    }
+    if let Some(verb) = nested_column_start(parser) {
+        return Some(Start::NestedColumn(verb));
     }
     let verb = parser.parse_one_of_keywords(&[
         Keyword::CREATE,
@@ -154,8 +200,113 @@ fn form_start(parser: &mut Parser) -> Option<Start> {
     })
 }
 
+/// `ADD|DROP|RENAME|ALTER COLUMN [IF [NOT] EXISTS] a.b`: consumes the verb and COLUMN,
+/// leaving the parser at IF or the path, if the path has a dot; else consumes nothing.
+fn nested_column_start(parser: &mut Parser) -> Option<Keyword> {
+    let keyword = |token: &Token| match token {
+        Token::Word(word) => Some(word.keyword),
+        _ => None,
+    };
+    let ahead = parser.peek_tokens::<7>();
+    let verb = keyword(&ahead[0])
+        .filter(|k| [Keyword::ADD, Keyword::DROP, Keyword::RENAME, Keyword::ALTER].contains(k))?;
+    if keyword(&ahead[1]) != Some(Keyword::COLUMN) {
+        return None;
+    }
+    let path_at = match (keyword(&ahead[2]), keyword(&ahead[3])) {
+        (Some(Keyword::IF), Some(Keyword::NOT)) => 5,
+        (Some(Keyword::IF), _) => 4,
+        _ => 2,
+    };
+    let dotted = matches!(ahead[path_at], Token::Word(_)) && ahead[path_at + 1] == Token::Period;
+    if !dotted {
+        return None;
+    }
+    parser.next_token();
+    parser.next_token();
+    Some(verb)
+}
+
+fn parse_nested_column(parser: &mut Parser, verb: Keyword) -> Parsed<ColumnChange> {
+    match verb {
+        Keyword::ADD => {
+            let if_not_exists =
+                parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+            let path = column_path(parser)?;
+            let data_type = parser.parse_data_type()?;
+            let mut options = Vec::new();
+            loop {
+                let option = if parser.parse_keyword(Keyword::COMMENT) {
+                    ColumnOption::Comment(parser.parse_literal_string()?)
+                } else if parser.parse_keywords(&[Keyword::NOT, Keyword::NULL]) {
+                    ColumnOption::NotNull
+                } else if parser.parse_keyword(Keyword::NULL) {
+                    ColumnOption::Null
+                } else {
+                    break;
+                };
+                options.push(ColumnOptionDef { name: None, option });
+            }
+            let name = path.last().cloned().unwrap_or_else(|| Ident::new(""));
+            Ok(ColumnChange::Add {
+                path,
+                column: ColumnDef {
+                    name,
+                    data_type,
+                    options,
+                },
+                if_not_exists,
+            })
+        }
+        Keyword::DROP => {
+            let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+            Ok(ColumnChange::Drop {
+                path: column_path(parser)?,
+                if_exists,
+            })
+        }
+        Keyword::RENAME => {
+            let path = column_path(parser)?;
+            parser.expect_keyword(Keyword::TO)?;
+            Ok(ColumnChange::Rename {
+                path,
+                to: parser.parse_identifier()?,
+            })
+        }
+        _ => {
+            let path = column_path(parser)?;
+            if parser.parse_keyword(Keyword::TYPE)
+                || parser.parse_keywords(&[Keyword::SET, Keyword::DATA, Keyword::TYPE])
+            {
+                let data_type = parser.parse_data_type()?;
+                return Ok(ColumnChange::Retype { path, data_type });
+            }
+            if parser.parse_keywords(&[Keyword::DROP, Keyword::NOT, Keyword::NULL]) {
+                return Ok(ColumnChange::DropNotNull { path });
+            }
+            if parser.parse_keywords(&[Keyword::SET, Keyword::NOT, Keyword::NULL]) {
+                return Ok(ColumnChange::SetNotNull { path });
+            }
+            parser.expected("TYPE, SET DATA TYPE or DROP NOT NULL", parser.peek_token())
+        }
+    }
+}
+
+/// `a.b.c`: a column's name after the structs it is in.
+fn column_path(parser: &mut Parser) -> Parsed<Vec<Ident>> {
+    let mut path = vec![parser.parse_identifier()?];
+    while parser.consume_token(&Token::Period) {
+        path.push(parser.parse_identifier()?);
+    }
+    Ok(path)
+}
+
 fn parse_form(parser: &mut Parser, table: ObjectName, start: Start) -> Parsed<AlterForm> {
     match start {
+        Start::NestedColumn(verb) => Ok(AlterForm::NestedColumn {
+            table,
+            change: parse_nested_column(parser, verb)?,
+        }),
         Start::Unset => {
             let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
             parser.expect_token(&Token::LParen)?;

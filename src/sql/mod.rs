@@ -441,6 +441,9 @@ impl Engine {
                 if_exists,
                 keys,
             } => alter::unset_properties(catalog, &names, table, *if_exists, keys).await,
+            AlterForm::NestedColumn { table, change } => {
+                alter::alter_nested_column(catalog, &names, table, change).await
+            }
         }
     }
 
