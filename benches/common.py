@@ -23,7 +23,7 @@ def bench_data() -> tuple[Path, Path]:
 def on_two_executors(root: Path, run):
     """`run(server)` against the benchmark's catalog, served by a coordinator without
     in-process executors and two `floe executor` processes of one slot each."""
-    server = Server(root / "floe", ["--local-executors", "0"])
+    server = Server(root / "floe", ["--local-executors", "0", "--local-query-max-bytes", "0"])
     executors = [server.start_executor(root / f"executor{i}.log", slots=1) for i in range(2)]
     try:
         return run(server)

@@ -54,13 +54,16 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
         config.max_concurrent_statements,
         config.statement_queue_timeout,
     );
-    let engine = Arc::new(Engine::new(
-        catalog,
-        config.catalog.name.clone(),
-        cluster.clone(),
-        config.statement_timeout,
-        statements,
-    ));
+    let engine = Arc::new(
+        Engine::new(
+            catalog,
+            config.catalog.name.clone(),
+            cluster.clone(),
+            config.statement_timeout,
+            statements,
+        )
+        .with_local_queries(config.local_query_max_bytes, config.executor_memory)?,
+    );
     let (ops_stop, ops_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(addr) = config.metrics_addr {
         serve_operations(addr, engine.clone(), ops_stopped).await?;

@@ -20,7 +20,7 @@ READ = re.compile(r"reading data file .*file=(\S+)")
 
 @pytest.fixture()
 def cluster(tmp_path):
-    server = Server(tmp_path / "data", ["--local-executors", "0", "--target-partitions", "4"])
+    server = Server(tmp_path / "data", ["--local-executors", "0", "--local-query-max-bytes", "0", "--target-partitions", "4"])
     work_dirs = [tmp_path / f"work{i}" for i in range(2)]
     executors = [
         server.start_executor(tmp_path / f"executor{i}.log", env={"RUST_LOG": "info,floe::scan=debug"},
@@ -237,7 +237,7 @@ def test_explain_analyze_shows_each_stage_where_it_ran_and_what_it_read(cluster)
 def test_without_executors_a_statement_fails_unavailable_then_recovers(tmp_path):
     """Ballista keeps a job waiting for executors forever; Floe fails it after
     `executor_wait_secs` and runs the next statement once an executor is back."""
-    server = Server(tmp_path / "data", ["--local-executors", "0", "--executor-wait-secs", "2"])
+    server = Server(tmp_path / "data", ["--local-executors", "0", "--local-query-max-bytes", "0", "--executor-wait-secs", "2"])
     try:
         with server.connect() as conn, conn.cursor() as cur:
             cur.execute("CREATE TABLE waiting (a INT)")

@@ -34,7 +34,7 @@ def table_files(server: Server, schema: str, table: str) -> list[Path]:
 def ingested(tmp_path_factory):
     """One large ingest on a coordinator without local executors and two executors."""
     tmp = tmp_path_factory.mktemp("large")
-    server = Server(tmp / "data", ["--local-executors", "0", "--target-partitions", "4"])
+    server = Server(tmp / "data", ["--local-executors", "0", "--local-query-max-bytes", "0", "--target-partitions", "4"])
     executors = []
     try:
         for i in range(2):

@@ -33,7 +33,7 @@ QUERIES = {
 @pytest.fixture(scope="module")
 def join_server(tmp_path_factory):
     root = tmp_path_factory.mktemp("joins")
-    server = Server(root / "floe", ["--local-executors", "0", "--target-partitions", "4"])
+    server = Server(root / "floe", ["--local-executors", "0", "--local-query-max-bytes", "0", "--target-partitions", "4"])
     executors = [server.start_executor(root / f"executor{i}.log", slots=2) for i in range(2)]
     try:
         with server.connect() as conn, conn.cursor() as cur:
@@ -87,13 +87,16 @@ def test_a_small_build_side_is_broadcast_where_that_is_correct(join_server):
         assert "mode=Partitioned" in plan and "mode=CollectLeft" not in plan, kept
 
 
-def test_a_build_side_over_the_memory_budget_fails_cleanly(tmp_path):
+@pytest.mark.parametrize("local_query_max_bytes", ["0", "16777216"])
+def test_a_build_side_over_the_memory_budget_fails_cleanly(tmp_path, local_query_max_bytes):
     """Hash joins cannot spill: past its share of the executor's memory a join fails its
-    statement with RESOURCE_EXHAUSTED, and the server goes on."""
+    statement with RESOURCE_EXHAUSTED, and the server goes on; as a job on an executor,
+    and on the coordinator (the table's files are small) within the same budget."""
     import adbc_driver_manager
 
     server = Server(tmp_path / "floe", ["--executor-memory-mb", "4", "--executor-slots", "1",
-                                        "--target-partitions", "1"])
+                                        "--target-partitions", "1",
+                                        "--local-query-max-bytes", local_query_max_bytes])
     try:
         with server.connect() as conn, conn.cursor() as cur:
             cur.execute("CREATE TABLE wide (k BIGINT, pad STRING)")

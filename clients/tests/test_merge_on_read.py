@@ -97,7 +97,7 @@ def test_delete_with_a_subquery_and_null_conditions(cur, catalog, events, schema
     cur.execute(f"CREATE TABLE {schema}.gone AS SELECT * FROM (VALUES (4), (6)) AS t(id)")
     assert affected(cur, f"DELETE FROM {events} WHERE id IN (SELECT id FROM {schema}.gone)") == 2
     # name IS NULL for id 6, already gone; NULL conditions keep the row.
-    assert affected(cur, f"DELETE FROM {events} WHERE name <> 'a'") == 4
+    assert affected(cur, f"DELETE FROM {events} AS e WHERE e.name <> 'a'") == 4
     assert [r["id"] for r in rows(cur, events)] == [1]
     assert [r["id"] for r in pyiceberg_rows(catalog, events)] == [1]
 

@@ -259,7 +259,7 @@ JOIN = "SELECT a.k, count(*) AS n FROM {t} a JOIN {t} b ON a.k = b.k GROUP BY a.
 
 
 def lossy_cluster(tmp_path, *coordinator_args):
-    server = Server(tmp_path / "data", ["--local-executors", "0", "--target-partitions", "4",
+    server = Server(tmp_path / "data", ["--local-executors", "0", "--local-query-max-bytes", "0", "--target-partitions", "4",
                                         "--executor-timeout-secs", "6", *coordinator_args])
     executors = [start_executor(server, tmp_path / f"executor{i}.log") for i in range(2)]
     return server, executors
@@ -349,7 +349,7 @@ def test_executors_may_start_first_and_outlive_a_coordinator_restart(tmp_path):
                        tmp_path / "executor.log")
     time.sleep(3)  # it waits for a coordinator that is not there yet
     assert executor.proc.poll() is None, executor.output()
-    args = ["--local-executors", "0", "--executor-wait-secs", "60"]
+    args = ["--local-executors", "0", "--local-query-max-bytes", "0", "--executor-wait-secs", "60"]
     total = "SELECT sum(value) AS n FROM generate_series(1, 10)"
     try:
         for attempt in range(2):  # the second coordinator is a restart
@@ -485,7 +485,8 @@ def proto_fields(data: bytes) -> dict[int, list]:
 
 
 def test_poll_flight_info_reports_progress_until_the_result_is_ready(tmp_path):
-    server = Server(tmp_path / "data", ["--target-partitions", "4"])
+    # A job, not a query small enough for the coordinator to run at once.
+    server = Server(tmp_path / "data", ["--target-partitions", "4", "--local-query-max-bytes", "0"])
     try:
         table = join_table(server, files=8, rows=10000)
         sql = JOIN.format(t=table)

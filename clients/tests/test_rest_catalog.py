@@ -30,7 +30,7 @@ def lake(tmp_path_factory):
             "FLOE_CATALOG_PROPERTY_S3__SECRET_ACCESS_KEY": weed.secret_key,
         }
         env = {"RUST_LOG": "debug", **secrets}
-        server = Server(root / "data", ["--config", str(config), "--local-executors", "0",
+        server = Server(root / "data", ["--config", str(config), "--local-executors", "0", "--local-query-max-bytes", "0",
                                         "--target-partitions", "4"], env=env)
         executors = []
         try:

@@ -16,7 +16,7 @@ import tpch  # noqa: E402
 def tpch_server(tmp_path_factory):
     root = tmp_path_factory.mktemp("tpch")
     data = tpch.generate(0.1, root / "sf0.1")
-    server = Server(root / "floe", ["--local-executors", "0", "--target-partitions", "4"])
+    server = Server(root / "floe", ["--local-executors", "0", "--local-query-max-bytes", "0", "--target-partitions", "4"])
     executors = [server.start_executor(root / f"executor{i}.log", slots=2) for i in range(2)]
     try:
         files = tpch.load(server.pyiceberg(), data)

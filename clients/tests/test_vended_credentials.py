@@ -33,7 +33,7 @@ warehouse = "{weed.warehouse}"
 "s3.path-style-access" = "true"
 """)
         env = {"FLOE_CATALOG_PROPERTY_CREDENTIAL": weed.credential, "RUST_LOG": "debug"}
-        server = Server(root / "data", ["--config", str(config), "--local-executors", "0",
+        server = Server(root / "data", ["--config", str(config), "--local-executors", "0", "--local-query-max-bytes", "0",
                                         "--target-partitions", "4"], env=env)
         executors = []
         try:

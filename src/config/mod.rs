@@ -28,6 +28,7 @@ pub struct FileConfig {
     pub executor_timeout_secs: Option<u64>,
     pub max_concurrent_statements: Option<usize>,
     pub statement_queue_timeout_secs: Option<u64>,
+    pub local_query_max_bytes: Option<u64>,
     pub metrics_addr: Option<String>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
@@ -141,6 +142,11 @@ pub struct ServeArgs {
     /// RESOURCE_EXHAUSTED, in seconds (default 30).
     #[arg(long, env = "FLOE_STATEMENT_QUEUE_TIMEOUT_SECS")]
     pub statement_queue_timeout_secs: Option<u64>,
+    /// A query whose scans read at most this many bytes (of data files, after pruning)
+    /// runs on the coordinator instead of as a job (default 16 MiB; 0: every query is a
+    /// job).
+    #[arg(long, env = "FLOE_LOCAL_QUERY_MAX_BYTES")]
+    pub local_query_max_bytes: Option<u64>,
     /// HTTP address of /metrics, /health and /ready (default 127.0.0.1:9464; off: none).
     #[arg(long, env = "FLOE_METRICS_ADDR")]
     pub metrics_addr: Option<String>,
@@ -261,6 +267,8 @@ pub struct ServeConfig {
     pub max_concurrent_statements: usize,
     /// Longest a statement waits for a place.
     pub statement_queue_timeout: Duration,
+    /// Queries reading at most this many bytes run on the coordinator (0: none).
+    pub local_query_max_bytes: u64,
     /// Where /metrics, /health and /ready are served; `None`: nowhere.
     pub metrics_addr: Option<SocketAddr>,
     pub catalog: CatalogConfig,
@@ -350,6 +358,10 @@ impl ServeConfig {
             .max_concurrent_statements
             .or(file.max_concurrent_statements)
             .unwrap_or(64);
+        let local_query_max_bytes = args
+            .local_query_max_bytes
+            .or(file.local_query_max_bytes)
+            .unwrap_or(DEFAULT_LOCAL_QUERY_MAX_BYTES);
         let statement_queue_timeout = Duration::from_secs(
             args.statement_queue_timeout_secs
                 .or(file.statement_queue_timeout_secs)
@@ -445,6 +457,7 @@ impl ServeConfig {
             executor_timeout,
             max_concurrent_statements,
             statement_queue_timeout,
+            local_query_max_bytes,
             metrics_addr,
             catalog: CatalogConfig {
                 kind,
@@ -576,6 +589,9 @@ fn parse_addr(key: &str, value: Option<String>, default: &str) -> Result<SocketA
         ))
     })
 }
+
+/// Enough for a point lookup or a small dimension table; little for one core to read.
+const DEFAULT_LOCAL_QUERY_MAX_BYTES: u64 = 16 * 1024 * 1024;
 
 fn positive(key: &str, value: usize) -> Result<usize> {
     if value == 0 {

@@ -17,6 +17,7 @@ pub mod refs;
 pub mod resolve;
 pub mod row_level;
 pub mod running;
+mod small;
 pub mod time_travel;
 pub mod types;
 pub mod uuids;
@@ -30,8 +31,11 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, ParamValues, ScalarValue};
 use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::TaskContext;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, Values, WriteOp};
+use datafusion::physical_plan::execute_stream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
@@ -64,6 +68,11 @@ pub struct Engine {
     cluster: Cluster,
     statement_timeout: Option<Duration>,
     statements: Arc<Statements>,
+    /// Queries whose scans read at most this many bytes run on the coordinator.
+    local_query_max_bytes: u64,
+    /// What those queries run with: a memory pool as large as an in-process executor's,
+    /// shared by all of them.
+    local_runtime: Option<Arc<RuntimeEnv>>,
 }
 
 /// Who runs a statement: what they may read and change, and the schema their
@@ -173,7 +182,22 @@ impl Engine {
             cluster,
             statement_timeout,
             statements,
+            local_query_max_bytes: 0,
+            local_runtime: None,
         }
+    }
+
+    /// Runs queries whose scans read at most `bytes` on the coordinator, without a job
+    /// (see `small`), all of them within `memory` bytes if given; `bytes` 0: never.
+    pub fn with_local_queries(mut self, bytes: u64, memory: Option<u64>) -> Result<Self> {
+        self.local_query_max_bytes = bytes;
+        if let Some(memory) = memory {
+            let runtime = RuntimeEnvBuilder::new()
+                .with_memory_limit(memory as usize, 1.0)
+                .build_arc()?;
+            self.local_runtime = Some(runtime);
+        }
+        Ok(self)
     }
 
     /// The statements running now.
@@ -422,6 +446,20 @@ impl Engine {
             let batch = explain_batch(schema.clone(), rows)?;
             let stream = futures::stream::iter([Ok(batch)]);
             return Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)));
+        }
+        if self.local_query_max_bytes > 0 && !matches!(query.plan, LogicalPlan::Explain(_)) {
+            let planned = query.ctx.state().create_physical_plan(&query.plan).await;
+            let plan = planned
+                .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e.into()))?;
+            if small::reads_at_most(&plan, self.local_query_max_bytes) {
+                let task = match &self.local_runtime {
+                    Some(runtime) => Arc::new(
+                        TaskContext::from(&query.ctx.state()).with_runtime(runtime.clone()),
+                    ),
+                    None => query.ctx.task_ctx(),
+                };
+                return Ok(execute_stream(plan, task)?);
+            }
         }
         self.cluster
             .run_query(&query.ctx, &query.plan, schema, self.statement_timeout)
@@ -715,6 +753,7 @@ fn parse_statement(sql: &str) -> Result<DfStatement> {
 fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     types::microsecond_timestamps(statement);
     time_travel::rewrite(statement)?;
+    row_level::delete_alias_as_table(statement);
     row_level::using_as_exists(statement)?;
     params::number_placeholders(statement);
     Ok(())

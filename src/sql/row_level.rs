@@ -35,6 +35,7 @@ use futures::TryStreamExt;
 use iceberg::spec::{FormatVersion, Operation};
 use iceberg::table::Table;
 
+use super::ddl::normalize;
 use super::parse::parse;
 use super::resolve::StatementCatalog;
 use super::{Engine, Query};
@@ -237,6 +238,47 @@ pub(super) fn using_as_exists(statement: &mut DfStatement) -> Result<()> {
         negated: false,
     });
     Ok(())
+}
+
+/// `DELETE FROM t [AS] a WHERE p` (Spark's and PostgreSQL's alias, which DataFusion
+/// ignores) as `DELETE FROM t WHERE p` with `a.c` written `t.c`.
+pub(super) fn delete_alias_as_table(statement: &mut DfStatement) {
+    let DfStatement::Statement(statement) = statement else {
+        return;
+    };
+    let Statement::Delete(delete) = statement.as_mut() else {
+        return;
+    };
+    let (ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from)) =
+        &mut delete.from;
+    let [target] = from.as_mut_slice() else {
+        return;
+    };
+    let ast::TableFactor::Table { name, alias, .. } = &mut target.relation else {
+        return;
+    };
+    let Some(alias) = alias.take() else {
+        return;
+    };
+    let table: Vec<ast::Ident> = name
+        .0
+        .iter()
+        .filter_map(|part| part.as_ident().cloned())
+        .collect();
+    let Some(selection) = delete.selection.as_mut() else {
+        return;
+    };
+    let _ = ast::visit_expressions_mut(selection, |expr| {
+        if let ast::Expr::CompoundIdentifier(parts) = expr
+            && let [qualifier, column] = parts.as_slice()
+            && normalize(qualifier) == normalize(&alias.name)
+        {
+            let mut qualified = table.clone();
+            qualified.push(column.clone());
+            *parts = qualified;
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
 }
 
 /// `plan` with its scans of `table` reading through `restricted` instead (the table

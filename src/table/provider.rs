@@ -53,6 +53,18 @@ pub struct IcebergTableProvider {
     deletes_positions_next: AtomicBool,
     /// At most this many scan partitions (a compaction: fewer, larger output files).
     max_scan_partitions: Option<usize>,
+    /// The scans planned so far: a statement is planned physically twice when the
+    /// coordinator first checks whether it is small (`sql::small`) and then submits it,
+    /// and its files are planned once.
+    planned_scans: Mutex<Vec<(ScanRequest, Arc<IcebergScanExec>)>>,
+}
+
+/// What a scan was asked for.
+#[derive(PartialEq)]
+struct ScanRequest {
+    projection: Option<Vec<usize>>,
+    filters: Vec<Expr>,
+    target_partitions: usize,
 }
 
 impl IcebergTableProvider {
@@ -69,6 +81,7 @@ impl IcebergTableProvider {
             reading: Reading::default(),
             deletes_positions_next: AtomicBool::new(false),
             max_scan_partitions: None,
+            planned_scans: Mutex::new(Vec::new()),
         })
     }
 
@@ -138,6 +151,31 @@ impl IcebergTableProvider {
             .lock()
             .map(|w| w.clone())
             .unwrap_or_default()
+    }
+
+    /// The scan `request` asks for, planned the first time it is asked for; a copy with
+    /// its own metrics after that.
+    async fn plan_scan_once(&self, request: ScanRequest) -> Result<IcebergScanExec> {
+        let planned = self.planned_scans.lock().ok().and_then(|scans| {
+            let (_, scan) = scans.iter().find(|(asked, _)| *asked == request)?;
+            Some(scan.fresh())
+        });
+        if let Some(scan) = planned {
+            return Ok(scan);
+        }
+        let scan = plan_scan(
+            &self.table,
+            &self.name,
+            request.projection.as_ref(),
+            &request.filters,
+            &self.reading,
+            request.target_partitions,
+        )
+        .await?;
+        if let Ok(mut scans) = self.planned_scans.lock() {
+            scans.push((request, Arc::new(scan.fresh())));
+        }
+        Ok(scan)
     }
 
     /// The table's columns of a projection of this provider's schema (which, for a scan
@@ -228,17 +266,12 @@ impl TableProvider for IcebergTableProvider {
             Some(max) => state.config().target_partitions().min(max),
             None => state.config().target_partitions(),
         };
-        let table_columns = self.table_projection(projection);
-        let scan = plan_scan(
-            &self.table,
-            &self.name,
-            table_columns.as_ref(),
-            filters,
-            &self.reading,
+        let request = ScanRequest {
+            projection: self.table_projection(projection),
+            filters: filters.to_vec(),
             target_partitions,
-        )
-        .await;
-        match scan {
+        };
+        match self.plan_scan_once(request).await {
             Ok(scan) if self.reading.positions => self.project_positions(scan, projection),
             Ok(scan) => Ok(Arc::new(scan)),
             Err(e) => {

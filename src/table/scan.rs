@@ -252,6 +252,20 @@ impl IcebergScanExec {
             .map(|groups| groups.iter().map(Vec::len).sum())
     }
 
+    /// A copy with its own metrics.
+    pub fn fresh(&self) -> Self {
+        let mut fresh = self.clone();
+        fresh.metrics = ExecutionPlanMetricsSet::new();
+        fresh
+    }
+
+    /// The bytes of data files the scan reads, where its plan lists its tasks.
+    pub fn planned_bytes(&self) -> Option<u64> {
+        self.groups
+            .listed()
+            .map(|groups| groups.iter().flatten().map(|t| t.length).sum())
+    }
+
     /// The tasks `partition` reads, normalised.
     fn tasks_of(&self, partition: usize) -> BoxFuture<'static, DfResult<Vec<FileScanTask>>> {
         match &self.groups {
@@ -661,9 +675,7 @@ impl ExecutionPlan for IcebergScanExec {
     /// A copy with its own metrics: an executor runs each task on a fresh plan, so that
     /// a task reports only what it did.
     fn reset_state(self: Arc<Self>) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let mut fresh = (*self).clone();
-        fresh.metrics = ExecutionPlanMetricsSet::new();
-        Ok(Arc::new(fresh))
+        Ok(Arc::new(self.fresh()))
     }
 
     fn partition_statistics(&self, partition: Option<usize>) -> DfResult<Statistics> {

@@ -1,0 +1,49 @@
+//! Queries small enough to run on the coordinator: a job's fixed cost (stages planned
+//! and shipped, tasks launched and reported, results fetched) is several milliseconds,
+//! more than reading a few megabytes takes. A query runs there when every leaf of its
+//! physical plan is an Iceberg scan with its files listed, or rows the statement spells
+//! out, and its scans read at most the configured number of bytes in all.
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
+
+use crate::table::scan::IcebergScanExec;
+
+/// Whether `plan` reads at most `max_bytes` of data files, and nothing else that could
+/// be large (a table function, a staged upload).
+pub fn reads_at_most(plan: &Arc<dyn ExecutionPlan>, max_bytes: u64) -> bool {
+    let mut bytes = 0u64;
+    let mut small = true;
+    let _ = plan.apply(|node| {
+        if node.children().is_empty() {
+            match node.as_any().downcast_ref::<IcebergScanExec>() {
+                Some(scan) => match scan.planned_bytes() {
+                    Some(planned) => bytes = bytes.saturating_add(planned),
+                    None => small = false,
+                },
+                None => small &= is_literal_rows(node.as_ref()),
+            }
+        }
+        Ok(match small && bytes <= max_bytes {
+            true => TreeNodeRecursion::Continue,
+            false => TreeNodeRecursion::Stop,
+        })
+    });
+    small && bytes <= max_bytes
+}
+
+/// A leaf whose rows are in the plan: none, one empty row, or `VALUES`.
+fn is_literal_rows(node: &dyn ExecutionPlan) -> bool {
+    let any = node.as_any();
+    any.is::<EmptyExec>()
+        || any.is::<PlaceholderRowExec>()
+        || any
+            .downcast_ref::<DataSourceExec>()
+            .is_some_and(|source| source.data_source().as_any().is::<MemorySourceConfig>())
+}
