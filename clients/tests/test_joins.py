@@ -3,6 +3,8 @@ whether Floe broadcasts the small side or shuffles both (the outer-join broadcas
 apache/datafusion-ballista#1055, must not come back), on a coordinator with two
 `floe executor` processes and several probe tasks."""
 
+import time
+
 import duckdb
 import pyarrow as pa
 import pytest
@@ -87,23 +89,42 @@ def test_a_small_build_side_is_broadcast_where_that_is_correct(join_server):
         assert "mode=Partitioned" in plan and "mode=CollectLeft" not in plan, kept
 
 
-@pytest.mark.parametrize("local_query_max_bytes", ["0", "16777216"])
-def test_a_build_side_over_the_memory_budget_fails_cleanly(tmp_path, local_query_max_bytes):
+def test_a_build_side_over_the_memory_budget_fails_cleanly(tmp_path):
     """Hash joins cannot spill: past its share of the executor's memory a join fails its
-    statement with RESOURCE_EXHAUSTED, and the server goes on; as a job on an executor,
-    and on the coordinator (the table's files are small) within the same budget."""
+    statement with RESOURCE_EXHAUSTED, and the server goes on. A query small enough for
+    the coordinator (the table's files are small) has the same budget there."""
     import adbc_driver_manager
 
     server = Server(tmp_path / "floe", ["--executor-memory-mb", "4", "--executor-slots", "1",
-                                        "--target-partitions", "1",
-                                        "--local-query-max-bytes", local_query_max_bytes])
+                                        "--target-partitions", "1"])
     try:
         with server.connect() as conn, conn.cursor() as cur:
             cur.execute("CREATE TABLE wide (k BIGINT, pad STRING)")
             cur.execute("INSERT INTO wide SELECT value, repeat('x', 100) FROM generate_series(1, 200000)")
-            with pytest.raises(adbc_driver_manager.Error) as err:
-                query(cur, "SELECT count(*) FROM wide a JOIN wide b ON a.k = b.k AND a.pad = b.pad")
-            assert "(ResourceExhausted;" in str(err.value), str(err.value)
+            for sql in ["SELECT count(*) FROM wide a JOIN wide b ON a.k = b.k AND a.pad = b.pad",
+                        "SELECT cardinality(array_agg(pad || k)) FROM wide"]:
+                with pytest.raises(adbc_driver_manager.Error) as err:
+                    query(cur, sql)
+                assert "(ResourceExhausted;" in str(err.value), str(err.value)
             assert query(cur, "SELECT count(*) AS n FROM wide WHERE k < 10").to_pylist() == [{"n": 9}]
+    finally:
+        server.stop()
+
+
+def test_a_join_of_small_tables_runs_as_a_job_a_timeout_can_end(tmp_path):
+    """Joins never run on the coordinator however small their files: a join's work is not
+    bounded by its input (here 27 billion rows from three 3,000-row tables), and the
+    statement timeout ends it as it ends any job."""
+    import adbc_driver_manager
+
+    server = Server(tmp_path / "floe", ["--statement-timeout-secs", "3"])
+    try:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE small AS SELECT value AS v FROM generate_series(1, 3000)")
+            started = time.time()
+            with pytest.raises(adbc_driver_manager.Error, match="DeadlineExceeded"):
+                query(cur, "SELECT count(*) FROM small a, small b, small c WHERE a.v + b.v + c.v < 0")
+            assert time.time() - started < 20
+            assert query(cur, "SELECT count(*) AS n FROM small").to_pylist() == [{"n": 3000}]
     finally:
         server.stop()

@@ -2,7 +2,11 @@
 //! and shipped, tasks launched and reported, results fetched) is several milliseconds,
 //! more than reading a few megabytes takes. A query runs there when every leaf of its
 //! physical plan is an Iceberg scan with its files listed, or rows the statement spells
-//! out, and its scans read at most the configured number of bytes in all.
+//! out, its scans read at most the configured number of bytes in all, and its work is
+//! bounded by what it reads: no join (a join of small tables can still produce a
+//! quadratic number of rows, and DataFusion cannot interrupt a join that computes a
+//! batch for minutes, which on the coordinator would hold a thread of the server) and
+//! no recursive query. Such a query is over before a timeout or a KILL would matter.
 
 use std::sync::Arc;
 
@@ -11,7 +15,11 @@ use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::joins::{
+    CrossJoinExec, HashJoinExec, NestedLoopJoinExec, SortMergeJoinExec, SymmetricHashJoinExec,
+};
 use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
+use datafusion::physical_plan::recursive_query::RecursiveQueryExec;
 
 use crate::table::scan::IcebergScanExec;
 
@@ -21,7 +29,9 @@ pub fn reads_at_most(plan: &Arc<dyn ExecutionPlan>, max_bytes: u64) -> bool {
     let mut bytes = 0u64;
     let mut small = true;
     let _ = plan.apply(|node| {
-        if node.children().is_empty() {
+        if is_unbounded_work(node.as_ref()) {
+            small = false;
+        } else if node.children().is_empty() {
             match node.as_any().downcast_ref::<IcebergScanExec>() {
                 Some(scan) => match scan.planned_bytes() {
                     Some(planned) => bytes = bytes.saturating_add(planned),
@@ -36,6 +46,17 @@ pub fn reads_at_most(plan: &Arc<dyn ExecutionPlan>, max_bytes: u64) -> bool {
         })
     });
     small && bytes <= max_bytes
+}
+
+/// A node whose work is not bounded by its input's size.
+fn is_unbounded_work(node: &dyn ExecutionPlan) -> bool {
+    let any = node.as_any();
+    any.is::<HashJoinExec>()
+        || any.is::<NestedLoopJoinExec>()
+        || any.is::<CrossJoinExec>()
+        || any.is::<SortMergeJoinExec>()
+        || any.is::<SymmetricHashJoinExec>()
+        || any.is::<RecursiveQueryExec>()
 }
 
 /// A leaf whose rows are in the plan: none, one empty row, or `VALUES`.
