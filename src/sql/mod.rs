@@ -447,24 +447,33 @@ impl Engine {
             let stream = futures::stream::iter([Ok(batch)]);
             return Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)));
         }
-        if self.local_query_max_bytes > 0 && !matches!(query.plan, LogicalPlan::Explain(_)) {
-            let planned = query.ctx.state().create_physical_plan(&query.plan).await;
-            let plan = planned
-                .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e.into()))?;
-            if small::reads_at_most(&plan, self.local_query_max_bytes) {
-                let task = match &self.local_runtime {
-                    Some(runtime) => Arc::new(
-                        TaskContext::from(&query.ctx.state()).with_runtime(runtime.clone()),
-                    ),
-                    None => query.ctx.task_ctx(),
-                };
-                return Ok(execute_stream(plan, task)?);
-            }
+        if let Some(stream) = self.run_if_small(&query).await? {
+            return Ok(stream);
         }
         self.cluster
             .run_query(&query.ctx, &query.plan, schema, self.statement_timeout)
             .await
             .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e))
+    }
+
+    /// Runs `query` on the coordinator, without a job, if it is small (see `small`).
+    async fn run_if_small(&self, query: &Query) -> Result<Option<SendableRecordBatchStream>> {
+        if self.local_query_max_bytes == 0 || matches!(query.plan, LogicalPlan::Explain(_)) {
+            return Ok(None);
+        }
+        let planned = query.ctx.state().create_physical_plan(&query.plan).await;
+        let plan = planned
+            .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e.into()))?;
+        if !small::is_small(&plan, self.local_query_max_bytes) {
+            return Ok(None);
+        }
+        let task = match &self.local_runtime {
+            Some(runtime) => {
+                Arc::new(TaskContext::from(&query.ctx.state()).with_runtime(runtime.clone()))
+            }
+            None => query.ctx.task_ctx(),
+        };
+        Ok(Some(execute_stream(plan, task)?))
     }
 
     async fn run_alter_form(&self, caller: &Caller, form: &AlterForm) -> Result<()> {

@@ -23,9 +23,9 @@ use datafusion::physical_plan::recursive_query::RecursiveQueryExec;
 
 use crate::table::scan::IcebergScanExec;
 
-/// Whether `plan` reads at most `max_bytes` of data files, and nothing else that could
-/// be large (a table function, a staged upload).
-pub fn reads_at_most(plan: &Arc<dyn ExecutionPlan>, max_bytes: u64) -> bool {
+/// Whether `plan` reads at most `max_bytes` of data files and nothing else that could
+/// be large (a table function, a staged upload), and does work bounded by that.
+pub fn is_small(plan: &Arc<dyn ExecutionPlan>, max_bytes: u64) -> bool {
     let mut bytes = 0u64;
     let mut small = true;
     let _ = plan.apply(|node| {
