@@ -204,6 +204,21 @@ fn empty_scan_has_one_partition_and_survives_the_round_trip() {
     );
 }
 
+fn write_spec(partition_spec: PartitionSpec, clustered: bool) -> WriteSpec {
+    WriteSpec {
+        table: "sales.orders".into(),
+        schema: schema(),
+        partition_spec: Arc::new(partition_spec),
+        storage: StorageSpec::default(),
+        data_location: "file:///wh/sales/orders/data".into(),
+        write_id: "0190-abc".into(),
+        format_version: FormatVersion::V2,
+        target_file_size_bytes: 1 << 20,
+        compression_codec: "zstd".into(),
+        clustered,
+    }
+}
+
 #[test]
 fn write_node_decodes_to_the_same_spec() {
     let spec = PartitionSpec::builder(schema())
@@ -212,18 +227,7 @@ fn write_node_decodes_to_the_same_spec() {
         .expect("valid field")
         .build()
         .expect("valid spec");
-    let write = WriteSpec {
-        table: "sales.orders".into(),
-        schema: schema(),
-        partition_spec: Arc::new(spec),
-        storage: StorageSpec::default(),
-        data_location: "file:///wh/sales/orders/data".into(),
-        write_id: "0190-abc".into(),
-        format_version: FormatVersion::V2,
-        target_file_size_bytes: 1 << 20,
-        compression_codec: "zstd".into(),
-        clustered: true,
-    };
+    let write = write_spec(spec, true);
     let input: Arc<dyn ExecutionPlan> =
         Arc::new(EmptyExec::new(plan_schema(&schema()).expect("schema")));
     let node = IcebergWriteExec::try_new(input.clone(), Arc::new(write.clone())).expect("valid");
@@ -260,18 +264,7 @@ fn position_delete_write_and_scan_with_positions_decode_as_themselves() {
     let decoded = round_trip(Arc::new(scan.clone()), &[]);
     assert_eq!(decoded.schema(), scan.schema());
 
-    let write = WriteSpec {
-        table: "sales.orders".into(),
-        schema: schema(),
-        partition_spec: Arc::new(PartitionSpec::unpartition_spec()),
-        storage: StorageSpec::default(),
-        data_location: "file:///wh/sales/orders/data".into(),
-        write_id: "0190-abc".into(),
-        format_version: FormatVersion::V2,
-        target_file_size_bytes: 1 << 20,
-        compression_codec: "zstd".into(),
-        clustered: false,
-    };
+    let write = write_spec(PartitionSpec::unpartition_spec(), false);
     let input: Arc<dyn ExecutionPlan> = Arc::new(
         ProjectionExec::try_new(
             [FILE_COLUMN, POS_COLUMN].map(|name| {

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import Server, query
-from test_row_level import affected, history, pyiceberg_rows, rows
+from test_row_level import affected, history, make_events, pyiceberg_rows, rows
 
 WROTE_DELETES = re.compile(r"wrote position delete file .*file=(\S+)")
 MERGE_ON_READ = "TBLPROPERTIES ('write.delete.mode' = 'merge-on-read')"
@@ -17,16 +17,8 @@ MERGE_ON_READ = "TBLPROPERTIES ('write.delete.mode' = 'merge-on-read')"
 
 @pytest.fixture()
 def events(cur, schema):
-    """Three days, one file per day and INSERT: day 1 has ids 1-3 and 10, day 2 ids 4-5,
-    day 3 id 6 (its name NULL); deletes are merge-on-read."""
-    name = f"{schema}.events"
-    cur.execute(f"CREATE TABLE {name} (id BIGINT, name STRING, day DATE) PARTITIONED BY (day) "
-                f"{MERGE_ON_READ}")
-    cur.execute(f"INSERT INTO {name} VALUES (1, 'a', DATE '2024-01-01'), (2, 'b', DATE '2024-01-01'), "
-                f"(3, 'c', DATE '2024-01-01'), (4, 'd', DATE '2024-01-02'), (5, 'e', DATE '2024-01-02'), "
-                f"(6, NULL, DATE '2024-01-03')")
-    cur.execute(f"INSERT INTO {name} VALUES (10, 'j', DATE '2024-01-01')")
-    return name
+    """`test_row_level`'s table, its deletes merge-on-read."""
+    return make_events(cur, schema, MERGE_ON_READ)
 
 
 def delete_files(catalog, table):

@@ -16,10 +16,14 @@ from conftest import query
 
 @pytest.fixture()
 def events(cur, schema):
+    return make_events(cur, schema)
+
+
+def make_events(cur, schema, properties=""):
     """Three days, one file per day and INSERT: day 1 has ids 1-3 and 10, day 2 ids 4-5,
     day 3 id 6 (its name NULL)."""
     name = f"{schema}.events"
-    cur.execute(f"CREATE TABLE {name} (id BIGINT, name STRING, day DATE) PARTITIONED BY (day)")
+    cur.execute(f"CREATE TABLE {name} (id BIGINT, name STRING, day DATE) PARTITIONED BY (day) {properties}")
     cur.execute(f"INSERT INTO {name} VALUES (1, 'a', DATE '2024-01-01'), (2, 'b', DATE '2024-01-01'), "
                 f"(3, 'c', DATE '2024-01-01'), (4, 'd', DATE '2024-01-02'), (5, 'e', DATE '2024-01-02'), "
                 f"(6, NULL, DATE '2024-01-03')")
