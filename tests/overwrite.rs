@@ -11,11 +11,12 @@ use floe::config::{CatalogConfig, CatalogKind};
 use floe::error::ErrorKind;
 use floe::table::commit::WrittenFile;
 use floe::table::overwrite::{Overwrite, Removal};
+use floe::table::position_deletes::UNRESOLVED_SPEC_ID;
 use floe::table::write_protocol::{WriteCommit, commit_write};
 use futures::TryStreamExt;
 use iceberg::spec::{
     DataContentType, DataFileBuilder, DataFileFormat, FormatVersion, Literal, NestedField,
-    PrimitiveType, Schema, Struct, Transform, Type, UnboundPartitionSpec,
+    Operation, PrimitiveType, Schema, Struct, StructType, Transform, Type, UnboundPartitionSpec,
     serialize_data_file_to_json,
 };
 use iceberg::table::Table;
@@ -238,5 +239,91 @@ async fn each_removal_keeps_exactly_the_other_files() {
             .get("deleted-records")
             .map(String::as_str),
         Some("12")
+    );
+}
+
+/// A position delete file for `data_file` as a delete write describes it: without a
+/// partition (the commit takes the data file's).
+fn position_delete(location: &str, name: &str, data_file: &str, rows: u64) -> WrittenFile {
+    let file = DataFileBuilder::default()
+        .content(DataContentType::PositionDeletes)
+        .file_path(format!("{location}/data/{name}.parquet"))
+        .file_format(DataFileFormat::Parquet)
+        .record_count(rows)
+        .file_size_in_bytes(10 * rows)
+        .referenced_data_file(Some(data_file.to_string()))
+        .build()
+        .expect("delete file");
+    WrittenFile {
+        json: serialize_data_file_to_json(file, &StructType::new(Vec::new()), FormatVersion::V2)
+            .expect("json"),
+        spec_id: UNRESOLVED_SPEC_ID,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn merge_on_read_deletes_take_their_data_files_partition_and_need_them_live() {
+    let t = Fixture::new().await;
+    let a = t.file("a", "eu", 10).await;
+    let b = t.file("b", "us", 20).await;
+    t.commit("w1", &[a, b], WriteCommit::Append)
+        .await
+        .expect("append");
+    let location = t.table().await.metadata().location().to_string();
+    let a_path = format!("{location}/data/a.parquet");
+    let deletes = || {
+        WriteCommit::Overwrite(Overwrite {
+            removal: Removal::Nothing,
+            metadata_updates: Vec::new(),
+            operation: Operation::Delete,
+        })
+    };
+    let delete = position_delete(&location, "a-deletes", &a_path, 3);
+    t.commit("w2", &[delete], deletes())
+        .await
+        .expect("deletes commit");
+    let table = t.table().await;
+    let snapshot = table.metadata().current_snapshot().expect("snapshot");
+    assert_eq!(snapshot.summary().operation, Operation::Delete);
+    let prop = |k: &str| snapshot.summary().additional_properties.get(k).cloned();
+    assert_eq!(prop("added-position-deletes").as_deref(), Some("3"));
+    assert_eq!(prop("total-records").as_deref(), Some("30"));
+    let tasks: Vec<_> = table
+        .scan()
+        .build()
+        .expect("scan")
+        .plan_files()
+        .await
+        .expect("plan")
+        .try_collect()
+        .await
+        .expect("tasks");
+    // The delete file applies to a (its partition, eu) and to nothing else.
+    for task in &tasks {
+        let names: Vec<&str> = task.deletes.iter().map(|d| d.file_path.as_str()).collect();
+        match task.data_file_path.ends_with("/a.parquet") {
+            true => assert_eq!(names, [format!("{location}/data/a-deletes.parquet")]),
+            false => assert!(names.is_empty(), "{names:?}"),
+        }
+    }
+
+    // Deletes for a data file that a concurrent commit removed: nothing is committed.
+    t.commit(
+        "w3",
+        &[t.file("c", "eu", 1).await],
+        overwrite(Removal::Files(HashSet::from([a_path.clone()]))),
+    )
+    .await
+    .expect("rewrite of a");
+    let before = t.table().await.metadata_location().map(str::to_string);
+    let late = position_delete(&location, "a-late-deletes", &a_path, 1);
+    let err = t
+        .commit("w4", &[late], deletes())
+        .await
+        .expect_err("a is gone");
+    assert_eq!(err.kind, ErrorKind::Aborted, "{err}");
+    assert_eq!(
+        t.table().await.metadata_location().map(str::to_string),
+        before
     );
 }
