@@ -141,3 +141,38 @@ def test_a_bad_delete_mode_is_refused(cur, schema):
     with pytest.raises(adbc_driver_manager.Error, match="write.delete.mode"):
         cur.execute(f"CREATE TABLE {schema}.bad (id INT) "
                     "TBLPROPERTIES ('write.delete.mode' = 'sometimes')")
+
+
+def test_merge_on_read_update_deletes_the_old_rows_and_adds_the_new(cur, catalog, schema, tmp_path):
+    import datetime
+
+    events = make_events(cur, schema, "TBLPROPERTIES ('write.update.mode' = 'merge-on-read')")
+    data_before = data_files(catalog, events)
+    # The updated rows move to another partition; the rest stays where it is.
+    assert affected(cur, f"UPDATE {events} SET name = upper(name), day = DATE '2024-01-05' "
+                         f"WHERE id IN (2, 4)") == 2
+    day = datetime.date.fromisoformat
+    expected = [
+        {"id": 1, "name": "a", "day": day("2024-01-01")},
+        {"id": 2, "name": "B", "day": day("2024-01-05")},
+        {"id": 3, "name": "c", "day": day("2024-01-01")},
+        {"id": 4, "name": "D", "day": day("2024-01-05")},
+        {"id": 5, "name": "e", "day": day("2024-01-02")},
+        {"id": 6, "name": None, "day": day("2024-01-03")},
+        {"id": 10, "name": "j", "day": day("2024-01-01")},
+    ]
+    assert rows(cur, events) == expected
+    assert pyiceberg_rows(catalog, events) == expected
+    assert duckdb_ids(catalog, events, tmp_path / "duckdb") == [1, 2, 3, 4, 5, 6, 10]
+    # The old data files stay; one new file holds the updated rows; the old rows are
+    # deleted by position, one delete file per data file they were in.
+    data_after = data_files(catalog, events)
+    assert data_before < data_after and len(data_after - data_before) == 1
+    assert len(delete_files(catalog, events)) == 2
+    assert history(catalog, events)[-1] == "overwrite"
+    summary = catalog.load_table(events).current_snapshot().summary
+    assert (summary["added-records"], summary["added-position-deletes"]) == ("2", "2")
+    # A DELETE on the same table still rewrites its files (write.delete.mode unset).
+    assert affected(cur, f"DELETE FROM {events} WHERE id = 1") == 1
+    assert delete_files(catalog, events) != [] and history(catalog, events)[-1] == "overwrite"
+    assert [r["id"] for r in pyiceberg_rows(catalog, events)] == [2, 3, 4, 5, 6, 10]

@@ -53,6 +53,7 @@ use crate::ops::metrics::metrics;
 use crate::ops::statements::{Statements, note_tables};
 use crate::table::commit::{WrittenFile, written_files};
 use crate::table::overwrite::{Overwrite, Removal};
+use crate::table::provider::IcebergTableProvider;
 use crate::table::write::descriptor_schema;
 use crate::table::write_protocol::{WriteCommit, commit_write, discard_writes};
 use alter_forms::AlterForm;
@@ -686,15 +687,36 @@ impl Engine {
         how: &WriteCommit,
         may_commit: &(dyn Fn() -> Result<()> + Send + Sync),
     ) -> Result<u64> {
-        let provider = catalog
-            .provider(&dml.table_name, DEFAULT_NAMESPACE)
-            .ok_or_else(|| {
-                FloeError::internal(format!("INSERT target {} was not resolved", dml.table_name))
-            })?;
+        let provider = write_target(catalog, &dml)?;
+        let (write_id, files) = self.write_files(ctx, dml, catalog).await?;
+        if let Err(e) = may_commit() {
+            discard_writes(provider.table(), &[write_id]).await;
+            return Err(e);
+        }
+        commit_write(
+            self.catalog.as_ref(),
+            provider.table(),
+            &write_id,
+            &files,
+            how,
+        )
+        .await
+    }
+
+    /// Runs the job of one write (`dml`, an INSERT); returns its id and the files its
+    /// tasks wrote, not committed. If the job fails, its files are deleted.
+    async fn write_files(
+        &self,
+        ctx: &Arc<SessionContext>,
+        dml: DmlStatement,
+        catalog: &StatementCatalog,
+    ) -> Result<(String, Vec<WrittenFile>)> {
+        let provider = write_target(catalog, &dml)?;
+        let planned_before = provider.planned_writes().len();
         let plan = LogicalPlan::Dml(dml);
         // The writes are planned (and their ids known) when the job's plan is built.
         let job = self.run_write_job(ctx, &plan, catalog).await;
-        let write_ids = provider.planned_writes();
+        let write_ids = provider.planned_writes().split_off(planned_before);
         let files = match job {
             Ok(files) => files,
             Err(e) => {
@@ -709,18 +731,7 @@ impl Engine {
                 write_ids.len()
             )));
         };
-        if let Err(e) = may_commit() {
-            discard_writes(provider.table(), &write_ids).await;
-            return Err(e);
-        }
-        commit_write(
-            self.catalog.as_ref(),
-            provider.table(),
-            &write_id,
-            &files,
-            how,
-        )
-        .await
+        Ok((write_id, files))
     }
 
     /// Runs the write job; returns the files its tasks wrote.
@@ -738,6 +749,18 @@ impl Engine {
             .await?;
         written_files(&batches)
     }
+}
+
+/// The statement's provider of the table `dml` writes to.
+fn write_target(
+    catalog: &StatementCatalog,
+    dml: &DmlStatement,
+) -> Result<Arc<IcebergTableProvider>> {
+    catalog
+        .provider(&dml.table_name, DEFAULT_NAMESPACE)
+        .ok_or_else(|| {
+            FloeError::internal(format!("INSERT target {} was not resolved", dml.table_name))
+        })
 }
 
 /// Runs a statement that writes to its end (commit, or clean-up) even if the client

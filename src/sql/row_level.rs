@@ -15,7 +15,13 @@
 //! Both jobs read the statement's snapshot, and the write follows the write protocol
 //! of INSERT (`table::write_protocol`): a failed statement leaves the table and its
 //! files as they were.
+//!
+//! Merge-on-read (`write.delete.mode` / `write.update.mode`): instead of step 3, the
+//! matching rows' positions go to position delete files (`table::position_deletes`)
+//! and, for an UPDATE, their new values to new data files, written by a second job of
+//! the same write; step 4 adds both without removing anything.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::common::tree_node::{Transformed, TreeNode};
@@ -44,8 +50,8 @@ use crate::error::{FloeError, Result};
 use crate::table::overwrite::{Overwrite, Removal};
 use crate::table::provider::IcebergTableProvider;
 use crate::table::scan::{FILE_COLUMN, POS_COLUMN};
-use crate::table::write::deletes_merge_on_read;
-use crate::table::write_protocol::WriteCommit;
+use crate::table::write::{self, DELETE_MODE, UPDATE_MODE};
+use crate::table::write_protocol::{WriteCommit, commit_write};
 
 /// A DELETE or UPDATE, taken apart from DataFusion's plan of it.
 struct RowLevel {
@@ -99,14 +105,7 @@ impl RowLevel {
     /// does not delete, updated if it matches.
     fn rewrite_plan(&self, source: LogicalPlan) -> Result<LogicalPlan> {
         let kept = self.predicate.clone().is_not_true();
-        // A subquery in the predicate becomes a join that adds its own columns: only the
-        // table's go on.
-        let columns: Vec<Expr> = source
-            .schema()
-            .columns()
-            .into_iter()
-            .map(Expr::Column)
-            .collect();
+        let columns = table_columns(&source);
         if self.assignments.is_none() {
             let kept_rows = LogicalPlanBuilder::from(source).filter(kept)?;
             return Ok(kept_rows.project(columns)?.build()?);
@@ -114,14 +113,13 @@ impl RowLevel {
         if self.predicate.exists(|e| Ok(is_subquery(e)))? {
             // A subquery can stand in a filter, not in the CASE of a projection: the
             // updated rows and the others are read apart.
-            let updated = LogicalPlanBuilder::from(source.clone())
-                .filter(self.predicate.clone())?
-                .project(columns.clone())?
-                .project(self.assigned(source.schema(), None)?)?;
+            let updated = self.updated_rows(source.clone())?;
             let others = LogicalPlanBuilder::from(source)
                 .filter(kept)?
                 .project(columns)?;
-            return Ok(updated.union(others.build()?)?.build()?);
+            return Ok(LogicalPlanBuilder::from(updated)
+                .union(others.build()?)?
+                .build()?);
         }
         let schema = source.schema().clone();
         Ok(LogicalPlanBuilder::from(source)
@@ -129,8 +127,27 @@ impl RowLevel {
             .build()?)
     }
 
-    /// The (file, position) of each row a DELETE deletes, read by `positions` (the
-    /// table with positions).
+    /// The table property saying how this statement changes rows.
+    fn mode(&self) -> &'static str {
+        match self.assignments {
+            None => DELETE_MODE,
+            Some(_) => UPDATE_MODE,
+        }
+    }
+
+    /// The rows an UPDATE changes, changed, read by `source`.
+    fn updated_rows(&self, source: LogicalPlan) -> Result<LogicalPlan> {
+        let columns = table_columns(&source);
+        let schema = source.schema().clone();
+        Ok(LogicalPlanBuilder::from(source)
+            .filter(self.predicate.clone())?
+            .project(columns)?
+            .project(self.assigned(&schema, None)?)?
+            .build()?)
+    }
+
+    /// The (file, position) of each row the statement deletes or updates, read by
+    /// `positions` (the table with positions).
     fn deleted_positions(&self, positions: LogicalPlan) -> Result<LogicalPlan> {
         Ok(LogicalPlanBuilder::from(positions)
             .filter(self.predicate.clone())?
@@ -164,14 +181,14 @@ impl RowLevel {
     }
 }
 
-/// Whether the table's DELETEs write position delete files instead of rewriting data
-/// files (`write.delete.mode`).
-fn merge_on_read(table: &Table) -> Result<bool> {
+/// Whether the table's DELETEs or UPDATEs (`mode`) write position delete files instead
+/// of rewriting data files.
+fn merge_on_read(table: &Table, mode: &str) -> Result<bool> {
     let metadata = table.metadata();
-    let merge_on_read = deletes_merge_on_read(metadata.properties())?;
+    let merge_on_read = write::merge_on_read(metadata.properties(), mode)?;
     if merge_on_read && metadata.format_version() == FormatVersion::V1 {
         return Err(FloeError::invalid(format!(
-            "table {}: merge-on-read deletes need format-version 2 (this table is 1)",
+            "table {}: merge-on-read ({mode}) needs format-version 2 (this table is 1)",
             table.identifier()
         )));
     }
@@ -196,6 +213,28 @@ fn positions_source(source: &LogicalPlan, positions: IcebergTableProvider) -> Re
         .build()?),
         _ => Err(FloeError::internal("a DELETE reads one table")),
     }
+}
+
+/// The columns of `source` (a subquery in the predicate becomes a join that adds its
+/// own columns: only the table's go on).
+fn table_columns(source: &LogicalPlan) -> Vec<Expr> {
+    source
+        .schema()
+        .columns()
+        .into_iter()
+        .map(Expr::Column)
+        .collect()
+}
+
+/// `INSERT INTO` the statement's table of `input`: how a DELETE's or UPDATE's files are
+/// written.
+fn appending(dml: &DmlStatement, input: LogicalPlan) -> DmlStatement {
+    DmlStatement::new(
+        dml.table_name.clone(),
+        dml.target.clone(),
+        WriteOp::Insert(InsertOp::Append),
+        Arc::new(input),
+    )
 }
 
 fn is_subquery(expr: &Expr) -> bool {
@@ -354,23 +393,8 @@ impl Engine {
         if count == 0 {
             return Ok(0);
         }
-        if statement.assignments.is_none() && merge_on_read(provider.table())? {
-            let positions = provider.positions_of(files.clone())?;
-            let deleted =
-                statement.deleted_positions(positions_source(&statement.source, positions)?)?;
-            provider.delete_positions_next();
-            let delete = DmlStatement::new(
-                dml.table_name.clone(),
-                dml.target.clone(),
-                WriteOp::Insert(InsertOp::Append),
-                Arc::new(deleted),
-            );
-            let how = WriteCommit::Overwrite(Overwrite {
-                removal: Removal::Nothing,
-                metadata_updates: Vec::new(),
-                operation: Operation::Delete,
-            });
-            self.run_write(ctx, delete, catalog, &how, &|| Ok(()))
+        if merge_on_read(provider.table(), statement.mode())? {
+            self.run_merge_on_read(ctx, &dml, &statement, &provider, files, catalog)
                 .await?;
             return Ok(count);
         }
@@ -389,6 +413,54 @@ impl Engine {
         self.run_write(ctx, insert, catalog, &how, &|| Ok(()))
             .await?;
         Ok(count)
+    }
+
+    /// Merge-on-read: one job writes position delete files for the matching rows of
+    /// `files`; for an UPDATE, a second job (the same write, the same snapshot) writes
+    /// the updated rows as new data files. One snapshot adds both.
+    async fn run_merge_on_read(
+        &self,
+        ctx: &Arc<SessionContext>,
+        dml: &DmlStatement,
+        statement: &RowLevel,
+        provider: &Arc<IcebergTableProvider>,
+        files: HashSet<String>,
+        catalog: &Arc<StatementCatalog>,
+    ) -> Result<()> {
+        let positions = positions_source(&statement.source, provider.positions_of(files.clone())?)?;
+        provider.delete_positions_next();
+        let deletes = appending(dml, statement.deleted_positions(positions)?);
+        let (write_id, mut written) = self.write_files(ctx, deletes, catalog).await?;
+        let operation = match statement.assignments {
+            None => Operation::Delete,
+            Some(_) => {
+                let source = reading(
+                    statement.source.clone(),
+                    provider,
+                    provider.restricted_to(files)?,
+                )?;
+                provider.set_next_write_id(write_id.clone());
+                let updated = appending(dml, statement.updated_rows(source)?);
+                // A failed job deletes the write's directory: the delete files too.
+                let (_, rows) = self.write_files(ctx, updated, catalog).await?;
+                written.extend(rows);
+                Operation::Overwrite
+            }
+        };
+        let how = WriteCommit::Overwrite(Overwrite {
+            removal: Removal::Nothing,
+            metadata_updates: Vec::new(),
+            operation,
+        });
+        commit_write(
+            self.catalog.as_ref(),
+            provider.table(),
+            &write_id,
+            &written,
+            &how,
+        )
+        .await?;
+        Ok(())
     }
 
     /// Runs a query of one row of counts as a job; returns them, NULL as 0.

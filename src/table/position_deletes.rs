@@ -1,7 +1,7 @@
 //! Merge-on-read deletes: position delete files instead of rewritten data files.
 //!
-//! A DELETE on a table with `write.delete.mode` = `merge-on-read` reads the affected
-//! data files with positions (`scan::ScanParts::positions`), keeps the (file, position)
+//! A DELETE (UPDATE) on a table with `write.delete.mode` (`write.update.mode`) =
+//! `merge-on-read` reads the affected data files with positions (`scan::ScanParts::positions`), keeps the (file, position)
 //! pairs of the rows it deletes, and writes them here: the pairs are distributed by
 //! data file and sorted, and each data file's deletes go to one delete file of its own
 //! (Iceberg's `file` delete granularity), which names it as `referenced_data_file`.

@@ -464,6 +464,9 @@ pub const COMPRESSION_CODEC: &str = "write.parquet.compression-codec";
 /// Table property: how a DELETE removes rows: `copy-on-write` (the default) rewrites
 /// the data files that hold them, `merge-on-read` writes position delete files.
 pub const DELETE_MODE: &str = "write.delete.mode";
+/// Table property: the same for UPDATE (`merge-on-read`: position delete files for the
+/// old rows, new data files for the updated ones).
+pub const UPDATE_MODE: &str = "write.update.mode";
 /// Table property: the size at which a data file is closed and the next one begun.
 pub const TARGET_FILE_SIZE: &str = "write.target-file-size-bytes";
 
@@ -511,7 +514,8 @@ pub fn check_write_properties(properties: &HashMap<String, String>) -> Result<()
         writer_properties(codec)?;
     }
     distribution_mode(properties)?;
-    deletes_merge_on_read(properties)?;
+    merge_on_read(properties, DELETE_MODE)?;
+    merge_on_read(properties, UPDATE_MODE)?;
     if let Some(size) = properties.get(TARGET_FILE_SIZE)
         && size.parse::<u64>().map_or(true, |size| size == 0)
     {
@@ -522,17 +526,18 @@ pub fn check_write_properties(properties: &HashMap<String, String>) -> Result<()
     Ok(())
 }
 
-/// Whether the table's DELETEs write position delete files ([`DELETE_MODE`]).
-pub fn deletes_merge_on_read(properties: &HashMap<String, String>) -> Result<bool> {
+/// Whether the table property `mode` ([`DELETE_MODE`], [`UPDATE_MODE`]) says
+/// `merge-on-read`.
+pub fn merge_on_read(properties: &HashMap<String, String>, mode: &str) -> Result<bool> {
     match properties
-        .get(DELETE_MODE)
+        .get(mode)
         .map(|m| m.to_ascii_lowercase())
         .as_deref()
     {
         None | Some("copy-on-write") => Ok(false),
         Some("merge-on-read") => Ok(true),
         Some(other) => Err(FloeError::invalid(format!(
-            "table property {DELETE_MODE}: '{other}' is not copy-on-write or merge-on-read"
+            "table property {mode}: '{other}' is not copy-on-write or merge-on-read"
         ))),
     }
 }
