@@ -1,4 +1,5 @@
-//! `DELETE FROM t [WHERE p]` and `UPDATE t SET c = e, … [WHERE p]`: copy-on-write, or merge-on-read.
+//! `DELETE FROM t [WHERE p]` and `UPDATE t SET c = e, … [WHERE p]`, copy-on-write (or
+//! merge-on-read, below).
 //!
 //! 1. The data files that may hold rows matching `p` are found from the table's
 //!    metadata (partition values, column bounds), on the snapshot the statement reads.
