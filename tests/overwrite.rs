@@ -14,6 +14,7 @@ use floe::table::overwrite::{Overwrite, Removal};
 use floe::table::position_deletes::UNRESOLVED_SPEC_ID;
 use floe::table::write_protocol::{WriteCommit, commit_write};
 use futures::TryStreamExt;
+use iceberg::scan::FileScanTask;
 use iceberg::spec::{
     DataContentType, DataFileBuilder, DataFileFormat, FormatVersion, Literal, NestedField,
     Operation, PrimitiveType, Schema, Struct, StructType, Transform, Type, UnboundPartitionSpec,
@@ -114,10 +115,10 @@ impl Fixture {
         commit_write(self.catalog.as_ref(), &planned, write_id, files, &how).await
     }
 
-    /// The names of the data files of the current snapshot.
-    async fn live(&self) -> BTreeSet<String> {
+    /// The file tasks of a scan of the current snapshot.
+    async fn tasks(&self) -> Vec<FileScanTask> {
         let table = self.table().await;
-        let tasks: Vec<_> = table
+        table
             .scan()
             .build()
             .expect("scan")
@@ -126,8 +127,13 @@ impl Fixture {
             .expect("plan")
             .try_collect()
             .await
-            .expect("tasks");
-        tasks
+            .expect("tasks")
+    }
+
+    /// The names of the data files of the current snapshot.
+    async fn live(&self) -> BTreeSet<String> {
+        self.tasks()
+            .await
             .iter()
             .map(|t| {
                 let name = t.data_file_path.rsplit('/').next().unwrap_or_default();
@@ -288,18 +294,8 @@ async fn merge_on_read_deletes_take_their_data_files_partition_and_need_them_liv
     let prop = |k: &str| snapshot.summary().additional_properties.get(k).cloned();
     assert_eq!(prop("added-position-deletes").as_deref(), Some("3"));
     assert_eq!(prop("total-records").as_deref(), Some("30"));
-    let tasks: Vec<_> = table
-        .scan()
-        .build()
-        .expect("scan")
-        .plan_files()
-        .await
-        .expect("plan")
-        .try_collect()
-        .await
-        .expect("tasks");
     // The delete file applies to a (its partition, eu) and to nothing else.
-    for task in &tasks {
+    for task in &t.tasks().await {
         let names: Vec<&str> = task.deletes.iter().map(|d| d.file_path.as_str()).collect();
         match task.data_file_path.ends_with("/a.parquet") {
             true => assert_eq!(names, [format!("{location}/data/a-deletes.parquet")]),
