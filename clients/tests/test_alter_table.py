@@ -145,7 +145,7 @@ def struct_fields(catalog, table, *path):
 
 
 def test_nested_columns_are_added_renamed_retyped_and_dropped(cur, catalog, points):
-    cur.execute(f"ALTER TABLE {points} ADD COLUMN p.z DOUBLE COMMENT 'height'")
+    cur.execute(f"ALTER TABLE {points} ADD COLUMN p.z DOUBLE COMMENT 'it''s the height'")
     cur.execute(f"ALTER TABLE {points} ADD COLUMN p.inner.b STRING")
     cur.execute(f"INSERT INTO {points} VALUES (2, named_struct('x', 20, 'y', 'two', "
                 f"'inner', named_struct('a', 200, 'b', 'bee'), 'z', 2.5))")
@@ -156,7 +156,12 @@ def test_nested_columns_are_added_renamed_retyped_and_dropped(cur, catalog, poin
     ]
     names = [f[0] for f in struct_fields(catalog, points, "p")]
     assert names == ["x", "y", "inner", "z"]
-    assert catalog.load_table(points).schema().find_field("p.z").doc == "height"
+    assert catalog.load_table(points).schema().find_field("p.z").doc == "it's the height"
+    # A quoted name keeps its case and may hold anything.
+    cur.execute(f'ALTER TABLE {points} ADD COLUMN p."Odd. Name" INT')
+    cur.execute(f'ALTER TABLE {points} RENAME COLUMN p."Odd. Name" TO "Odd"')
+    assert "Odd" in [f[0] for f in struct_fields(catalog, points, "p")]
+    cur.execute(f'ALTER TABLE {points} DROP COLUMN p."Odd"')
 
     cur.execute(f"ALTER TABLE {points} RENAME COLUMN p.x TO east")
     cur.execute(f"ALTER TABLE {points} ALTER COLUMN p.inner.a TYPE BIGINT")

@@ -253,3 +253,27 @@ def test_without_executors_a_statement_fails_unavailable_then_recovers(tmp_path)
                 executor.stop()
     finally:
         server.stop()
+
+
+def test_small_queries_answer_on_the_coordinator_even_without_executors(tmp_path):
+    """A query that reads little and joins nothing (a point lookup, an empty result,
+    `count(*)` from the manifests) runs on the coordinator without a job; a join of the
+    same small table is a job and waits for an executor."""
+    server = Server(tmp_path / "data", ["--local-executors", "0", "--executor-wait-secs", "2"])
+    try:
+        catalog = server.pyiceberg()
+        catalog.create_namespace("few")
+        table = catalog.create_table("few.people", schema=pa.schema(
+            [pa.field("id", pa.int64()), pa.field("name", pa.string())]))
+        table.append(pa.table({"id": [1, 2, 3], "name": ["ann", "o'hara", "cy"]}))
+        with server.connect() as conn, conn.cursor() as cur:
+            assert query(cur, "SELECT id FROM few.people WHERE name = 'o''hara'").to_pylist() == [{"id": 2}]
+            empty = query(cur, "SELECT name FROM few.people WHERE id = -1")
+            assert empty.num_rows == 0 and empty.column_names == ["name"]
+            assert query(cur, "SELECT count(*) AS n FROM few.people").to_pylist() == [{"n": 3}]
+            started = time.monotonic()
+            with pytest.raises(adbc_driver_manager.Error, match=r"no executor.*\(Unavailable;"):
+                query(cur, "SELECT count(*) FROM few.people a JOIN few.people b ON a.id = b.id")
+            assert time.monotonic() - started < 15
+    finally:
+        server.stop()

@@ -176,3 +176,34 @@ def test_merge_on_read_update_deletes_the_old_rows_and_adds_the_new(cur, catalog
     assert affected(cur, f"DELETE FROM {events} WHERE id = 1") == 1
     assert delete_files(catalog, events) != [] and history(catalog, events)[-1] == "overwrite"
     assert [r["id"] for r in pyiceberg_rows(catalog, events)] == [2, 3, 4, 5, 6, 10]
+
+
+def test_a_delete_matching_nothing_commits_nothing(cur, catalog, events):
+    snapshots = len(catalog.load_table(events).snapshots())
+    assert affected(cur, f"DELETE FROM {events} WHERE id = 999 OR name = 'it''s'") == 0
+    assert len(catalog.load_table(events).snapshots()) == snapshots
+    assert delete_files(catalog, events) == []
+
+
+def test_two_clients_deleting_at_the_same_time_both_commit(server, catalog, events):
+    """Merge-on-read deletes of different rows by two clients at once: the one that loses
+    the commit race commits again on top of the other (nothing it deleted is gone)."""
+    import threading
+
+    def delete(ids, outcome):
+        try:
+            with server.connect() as conn, conn.cursor() as cur:
+                outcome.append(affected(cur, f"DELETE FROM {events} WHERE id IN {ids}"))
+        except Exception as e:  # noqa: BLE001 - the test inspects it
+            outcome.append(e)
+
+    outcomes = [[], []]
+    threads = [threading.Thread(target=delete, args=(ids, out))
+               for ids, out in zip(["(1, 2)", "(3, 4, 10)"], outcomes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert outcomes == [[2], [3]]
+    assert [r["id"] for r in pyiceberg_rows(catalog, events)] == [5, 6]
+    assert history(catalog, events)[-2:] == ["delete", "delete"]

@@ -37,7 +37,6 @@ use super::parse::parse;
 use super::resolve::StatementCatalog;
 use super::row_level::{fold_constants, reading};
 use super::{Caller, Engine, Planned, plan_resolved, quoted, rewrite_before_resolving};
-use crate::catalog::DEFAULT_NAMESPACE;
 use crate::error::{FloeError, Result};
 use crate::table::overwrite::{Overwrite, Removal};
 use crate::table::write_protocol::WriteCommit;
@@ -522,9 +521,7 @@ impl Engine {
             return Ok(0);
         }
         let how = if sql.rewrites {
-            let provider = catalog
-                .provider(&dml.table_name, DEFAULT_NAMESPACE)
-                .ok_or_else(|| FloeError::internal("MERGE target was not resolved"))?;
+            let provider = catalog.target_of(&dml)?;
             let filter = match &sql.target_filter {
                 Some(text) => scope.filter_of(text).await?,
                 None => lit(true),

@@ -53,7 +53,6 @@ use crate::ops::metrics::metrics;
 use crate::ops::statements::{Statements, note_tables};
 use crate::table::commit::{WrittenFile, written_files};
 use crate::table::overwrite::{Overwrite, Removal};
-use crate::table::provider::IcebergTableProvider;
 use crate::table::write::descriptor_schema;
 use crate::table::write_protocol::{WriteCommit, commit_write, discard_writes};
 use alter_forms::AlterForm;
@@ -459,7 +458,11 @@ impl Engine {
 
     /// Runs `query` on the coordinator, without a job, if it is small (see `small`).
     async fn run_if_small(&self, query: &Query) -> Result<Option<SendableRecordBatchStream>> {
-        if self.local_query_max_bytes == 0 || matches!(query.plan, LogicalPlan::Explain(_)) {
+        // A join rules the query out before the physical plan would.
+        if self.local_query_max_bytes == 0
+            || matches!(query.plan, LogicalPlan::Explain(_))
+            || !small::may_be_small(&query.plan)
+        {
             return Ok(None);
         }
         let planned = query.ctx.state().create_physical_plan(&query.plan).await;
@@ -655,14 +658,7 @@ impl Engine {
     ) -> Result<u64> {
         let how = if dml.op == WriteOp::Insert(InsertOp::Overwrite) {
             self.catalog.check_commit_changes()?;
-            let target = catalog
-                .provider(&dml.table_name, DEFAULT_NAMESPACE)
-                .ok_or_else(|| {
-                    FloeError::internal(format!(
-                        "INSERT target {} was not resolved",
-                        dml.table_name
-                    ))
-                })?;
+            let target = catalog.target_of(&dml)?;
             let spec = target.table().metadata().default_partition_spec();
             let removal = match spec.is_unpartitioned() {
                 true => Removal::All,
@@ -687,7 +683,7 @@ impl Engine {
         how: &WriteCommit,
         may_commit: &(dyn Fn() -> Result<()> + Send + Sync),
     ) -> Result<u64> {
-        let provider = write_target(catalog, &dml)?;
+        let provider = catalog.target_of(&dml)?;
         let (write_id, files) = self.write_files(ctx, dml, catalog).await?;
         if let Err(e) = may_commit() {
             discard_writes(provider.table(), &[write_id]).await;
@@ -711,7 +707,7 @@ impl Engine {
         dml: DmlStatement,
         catalog: &StatementCatalog,
     ) -> Result<(String, Vec<WrittenFile>)> {
-        let provider = write_target(catalog, &dml)?;
+        let provider = catalog.target_of(&dml)?;
         let planned_before = provider.planned_writes().len();
         let plan = LogicalPlan::Dml(dml);
         // The writes are planned (and their ids known) when the job's plan is built.
@@ -749,18 +745,6 @@ impl Engine {
             .await?;
         written_files(&batches)
     }
-}
-
-/// The statement's provider of the table `dml` writes to.
-fn write_target(
-    catalog: &StatementCatalog,
-    dml: &DmlStatement,
-) -> Result<Arc<IcebergTableProvider>> {
-    catalog
-        .provider(&dml.table_name, DEFAULT_NAMESPACE)
-        .ok_or_else(|| {
-            FloeError::internal(format!("INSERT target {} was not resolved", dml.table_name))
-        })
 }
 
 /// Runs a statement that writes to its end (commit, or clean-up) even if the client

@@ -38,7 +38,6 @@ use iceberg::spec::Operation;
 use super::parse::parse;
 use super::row_level::reading;
 use super::{Caller, Engine, Planned, counts_batch, quoted};
-use crate::catalog::DEFAULT_NAMESPACE;
 use crate::error::{FloeError, Result};
 use crate::table::journal;
 use crate::table::maintenance::{
@@ -270,9 +269,7 @@ impl Engine {
         let Planned::Write(ctx, mut dml) = planned else {
             return Err(FloeError::internal("rewrite_data_files planned as a query"));
         };
-        let provider = catalog
-            .provider(&dml.table_name, DEFAULT_NAMESPACE)
-            .ok_or_else(|| FloeError::internal("rewrite_data_files: table not resolved"))?;
+        let provider = catalog.target_of(&dml)?;
         let table = provider.table().clone();
         let target_size = match args.number("target_file_size_bytes")? {
             Some(size) => size,

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
 use datafusion::error::Result as DfResult;
 use datafusion::execution::SessionState;
+use datafusion::logical_expr::DmlStatement;
 use datafusion::sql::TableReference;
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast;
@@ -18,6 +19,7 @@ use iceberg::{Catalog, NamespaceIdent, TableIdent};
 
 use super::Caller;
 use super::ddl::parts;
+use crate::catalog::DEFAULT_NAMESPACE;
 use crate::error::{FloeError, Result};
 use crate::table::metadata_tables::MetadataTable;
 use crate::table::provider::IcebergTableProvider;
@@ -287,6 +289,18 @@ impl StatementCatalog {
             .schemas
             .get(reference.schema().unwrap_or(default_namespace))?;
         schema.resolved.lock().ok()?.get(reference.table()).cloned()
+    }
+
+    /// The provider of the table `dml` writes to.
+    pub fn target_of(&self, dml: &DmlStatement) -> Result<Arc<IcebergTableProvider>> {
+        self.provider(&dml.table_name, DEFAULT_NAMESPACE)
+            .ok_or_else(|| {
+                FloeError::internal(format!(
+                    "{} target {} was not resolved",
+                    dml.op.name(),
+                    dml.table_name
+                ))
+            })
     }
 
     /// Makes the statement plan against `table` for `reference` (the table with changes

@@ -46,7 +46,6 @@ use super::ddl::normalize;
 use super::parse::parse;
 use super::resolve::StatementCatalog;
 use super::{Engine, Query};
-use crate::catalog::DEFAULT_NAMESPACE;
 use crate::error::{FloeError, Result};
 use crate::table::overwrite::{Overwrite, Removal};
 use crate::table::provider::IcebergTableProvider;
@@ -238,7 +237,8 @@ fn appending(dml: &DmlStatement, input: LogicalPlan) -> DmlStatement {
     )
 }
 
-fn is_subquery(expr: &Expr) -> bool {
+/// A subquery expression (a join once planned).
+pub(super) fn is_subquery(expr: &Expr) -> bool {
     matches!(
         expr,
         Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)
@@ -379,11 +379,7 @@ impl Engine {
     ) -> Result<u64> {
         self.catalog.check_commit_changes()?;
         let statement = RowLevel::of(&dml)?;
-        let provider = catalog
-            .provider(&dml.table_name, DEFAULT_NAMESPACE)
-            .ok_or_else(|| {
-                FloeError::internal(format!("{} target was not resolved", dml.table_name))
-            })?;
+        let provider = catalog.target_of(&dml)?;
         let files = provider.files_matching(&statement.predicate).await?;
         if files.is_empty() {
             return Ok(0);

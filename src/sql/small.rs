@@ -13,6 +13,7 @@ use std::sync::Arc;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::source::DataSourceExec;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::joins::{
@@ -21,7 +22,27 @@ use datafusion::physical_plan::joins::{
 use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
 use datafusion::physical_plan::recursive_query::RecursiveQueryExec;
 
+use super::row_level::is_subquery;
 use crate::table::scan::IcebergScanExec;
+
+/// Whether the logical `plan` may be small: it joins nothing (no join, no subquery, which
+/// becomes one) and recurses nowhere. Checked first, so that a query that cannot be
+/// small is not planned physically twice (here, and by the scheduler).
+pub fn may_be_small(plan: &LogicalPlan) -> bool {
+    let mut small = true;
+    let _ = plan.apply_with_subqueries(|node| {
+        small = !matches!(node, LogicalPlan::Join(_) | LogicalPlan::RecursiveQuery(_))
+            && !node
+                .expressions()
+                .iter()
+                .any(|e| e.exists(|e| Ok(is_subquery(e))).unwrap_or(true));
+        Ok(match small {
+            true => TreeNodeRecursion::Continue,
+            false => TreeNodeRecursion::Stop,
+        })
+    });
+    small
+}
 
 /// Whether `plan` reads at most `max_bytes` of data files and nothing else that could
 /// be large (a table function, a staged upload), and does work bounded by that.

@@ -228,7 +228,7 @@ pub async fn orphan_files(
 ) -> Result<Vec<String>> {
     let metadata = table.metadata();
     let location = metadata.location().trim_end_matches('/');
-    let Some(root) = local_path(location) else {
+    let Some(root) = local_path(location).map(str::to_string) else {
         return Err(crate::error::FloeError::unimplemented(format!(
             "remove_orphan_files lists the table's files, which Floe can do on local storage \
              only so far (the table is at {location})"
@@ -266,16 +266,15 @@ pub async fn orphan_files(
         .iter()
         .filter_map(|dir| local_path(dir).map(|d| format!("{}/", d.trim_end_matches('/'))))
         .collect();
-    let root = root.to_string();
-    let listed = tokio::task::spawn_blocking(move || list_files(std::path::Path::new(&root)))
+    let listing = std::path::PathBuf::from(&root);
+    let listed = tokio::task::spawn_blocking(move || list_files(&listing))
         .await
         .map_err(|e| crate::error::FloeError::internal(format!("listing files: {e}")))?;
-    let root = local_path(location).unwrap_or_default();
     Ok(listed
         .into_iter()
         .filter(|(path, modified_ms)| {
             let relative = path
-                .strip_prefix(root)
+                .strip_prefix(root.as_str())
                 .unwrap_or(path)
                 .trim_start_matches('/');
             may_be_orphan(relative)

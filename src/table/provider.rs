@@ -56,7 +56,7 @@ pub struct IcebergTableProvider {
     /// The scans planned so far: a statement is planned physically twice when the
     /// coordinator first checks whether it is small (`sql::small`) and then submits it,
     /// and its files are planned once.
-    planned_scans: Mutex<Vec<(ScanRequest, Arc<IcebergScanExec>)>>,
+    planned_scans: Mutex<Vec<(ScanRequest, IcebergScanExec)>>,
 }
 
 /// What a scan was asked for.
@@ -173,7 +173,7 @@ impl IcebergTableProvider {
         )
         .await?;
         if let Ok(mut scans) = self.planned_scans.lock() {
-            scans.push((request, Arc::new(scan.fresh())));
+            scans.push((request, scan.fresh()));
         }
         Ok(scan)
     }
