@@ -288,7 +288,8 @@ async fn close(open: Open) -> DfResult<Vec<DataFile>> {
 }
 
 /// `file` (a delete file decoded without its partition) in the partition and spec of
-/// the data file it applies to.
+/// the data file it applies to. iceberg 0.10.1 cannot set a `DataFile`'s partition, so
+/// the file is rebuilt field by field: a field a later iceberg adds must be added here.
 pub fn in_partition(file: &DataFile, partition: Struct, spec_id: i32) -> Result<DataFile> {
     let mut builder = DataFileBuilder::default();
     builder
