@@ -200,6 +200,67 @@ def test_nested_changes_that_cannot_be_made_are_refused(cur, catalog, points):
     assert catalog.load_table(points).schema() == before
 
 
+@pytest.fixture()
+def shapes(cur, schema):
+    name = f"{schema}.shapes"
+    cur.execute(f"CREATE TABLE {name} (id INT, pts ARRAY<STRUCT<x INT>>, "
+                f"tags MAP(STRING, STRUCT<n INT>), nums ARRAY<INT>)")
+    cur.execute(f"INSERT INTO {name} VALUES (1, [named_struct('x', 1)], "
+                f"MAP(['a'], [named_struct('n', 10)]), [7])")
+    return name
+
+
+def test_fields_in_list_elements_and_map_values_change(cur, catalog, shapes):
+    # Spark's names: a list's element is `element`, a map's key and value `key` and `value`.
+    cur.execute(f"ALTER TABLE {shapes} ADD COLUMN pts.element.y STRING")
+    cur.execute(f"ALTER TABLE {shapes} ADD COLUMN tags.value.label STRING")
+    cur.execute(f"ALTER TABLE {shapes} ALTER COLUMN nums.element TYPE BIGINT")
+    cur.execute(f"ALTER TABLE {shapes} RENAME COLUMN pts.element.x TO east")
+    cur.execute(f"INSERT INTO {shapes} VALUES (2, [named_struct('east', 2, 'y', 'two')], "
+                f"MAP(['b'], [named_struct('n', 20, 'label', 'bee')]), [8000000000])")
+    expected = [
+        {"id": 1, "pts": [{"east": 1, "y": None}], "tags": [("a", {"n": 10, "label": None})], "nums": [7]},
+        {"id": 2, "pts": [{"east": 2, "y": "two"}], "tags": [("b", {"n": 20, "label": "bee"})],
+         "nums": [8000000000]},
+    ]
+    assert query(cur, f"SELECT * FROM {shapes} ORDER BY id").to_pylist() == expected
+    schema = catalog.load_table(shapes).schema()
+    assert [f.name for f in schema.find_field("pts").field_type.element_field.field_type.fields] == ["east", "y"]
+    assert str(schema.find_field("nums").field_type.element_type) == "long"
+    # pyiceberg reads the old and the new files by field id, as Floe does.
+    scanned = sorted(catalog.load_table(shapes).scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert scanned == expected
+
+    # The first file holds none of the value's fields now: its entries are still there.
+    cur.execute(f"ALTER TABLE {shapes} DROP COLUMN tags.value.n")
+    expected = [{"tags": [("a", {"label": None})]}, {"tags": [("b", {"label": "bee"})]}]
+    assert query(cur, f"SELECT tags FROM {shapes} ORDER BY id").to_pylist() == expected
+    scanned = catalog.load_table(shapes).scan(selected_fields=("id", "tags")).to_arrow()
+    assert sorted(scanned.to_pylist(), key=lambda r: r["id"]) == [
+        {"id": i + 1, **row} for i, row in enumerate(expected)]
+
+
+def test_list_elements_and_map_keys_keep_their_shape(cur, catalog, schema, shapes):
+    keyed = f"{schema}.keyed"
+    cur.execute(f"CREATE TABLE {keyed} (m MAP(STRUCT<k INT>, INT))")
+    before = catalog.load_table(shapes).schema()
+    refused = {
+        f"ALTER TABLE {shapes} ADD COLUMN pts.z INT": "INVALID_ARGUMENT.*pts is a list",
+        f"ALTER TABLE {shapes} ADD COLUMN tags.z INT": "INVALID_ARGUMENT.*tags is a map",
+        f"ALTER TABLE {shapes} DROP COLUMN pts.element": "INVALID_ARGUMENT.*pts is a list",
+        f"ALTER TABLE {shapes} RENAME COLUMN nums.element TO item": "INVALID_ARGUMENT.*nums is a list",
+                f"ALTER TABLE {shapes} ADD COLUMN pts.item.y INT": "NOT_FOUND.*no column pts.item",
+        f"ALTER TABLE {shapes} ALTER COLUMN pts.element.x TYPE STRING": "INVALID_ARGUMENT.*cannot change from",
+    }
+    for sql, error in refused.items():
+        with pytest.raises(adbc_driver_manager.Error, match=error):
+            cur.execute(sql)
+    assert catalog.load_table(shapes).schema() == before
+    for change in ["ADD COLUMN m.key.j INT", "ALTER COLUMN m.key.k TYPE BIGINT", "RENAME COLUMN m.key.k TO j"]:
+        with pytest.raises(adbc_driver_manager.Error, match="INVALID_ARGUMENT.*m.key is a map's key"):
+            cur.execute(f"ALTER TABLE {keyed} {change}")
+
+
 def test_a_nested_partition_source_cannot_be_dropped(cur, catalog, schema):
     name = f"{schema}.located"
     cur.execute(f"CREATE TABLE {name} (id INT, loc STRUCT<region STRING, city STRING>)")

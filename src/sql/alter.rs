@@ -208,10 +208,7 @@ impl Change<'_> {
         let (first, rest) = path.split_first()?;
         let mut field = self.fields.iter().find(|f| f.name == *first)?;
         for name in rest {
-            let Type::Struct(inner) = field.field_type.as_ref() else {
-                return None;
-            };
-            field = inner.fields().iter().find(|f| f.name == *name)?;
+            field = child(&field.field_type, name)?;
         }
         Some(field)
     }
@@ -226,30 +223,81 @@ impl Change<'_> {
         })
     }
 
+    /// Refuses a change at `path` if it is inside a map's key: Iceberg keeps keys as
+    /// they are, since changing them could make two keys of a map equal.
+    fn outside_map_keys(&self, path: &Path) -> Result<()> {
+        for end in 1..path.len() {
+            if let Some(parent) = self.find(&path[..end])
+                && matches!(parent.field_type.as_ref(), Type::Map(_))
+                && path[end] == "key"
+            {
+                return Err(FloeError::invalid(format!(
+                    "ALTER TABLE {}: {} is a map's key, which cannot change",
+                    self.ident,
+                    path[..=end].join(".")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses adding, dropping or renaming a field of `parents` unless it is a struct
+    /// (or the table: no parents): a list's element and a map's key and value stay.
+    fn in_struct(&self, parents: &Path) -> Result<()> {
+        if parents.is_empty() {
+            return Ok(());
+        }
+        let what = match self.existing(parents)?.field_type.as_ref() {
+            Type::Struct(_) => return Ok(()),
+            Type::List(_) => "a list: its fields are under element",
+            Type::Map(_) => "a map: its fields are under key and value",
+            Type::Primitive(_) => "not a struct",
+        };
+        Err(FloeError::invalid(format!(
+            "ALTER TABLE {}: column {} is {what}",
+            self.ident,
+            parents.join(".")
+        )))
+    }
+
+    /// Runs `edit` on the table's columns as one struct type.
+    fn edit_columns(
+        &mut self,
+        edit: impl FnOnce(&mut Self, &mut Type) -> Result<()>,
+    ) -> Result<()> {
+        let mut columns = Type::Struct(StructType::new(std::mem::take(&mut self.fields)));
+        let result = edit(self, &mut columns);
+        if let Type::Struct(columns) = columns {
+            self.fields = columns.fields().to_vec();
+        }
+        result
+    }
+
     /// Runs `edit` on the fields of the struct `path` is in (the table's columns for a
     /// top-level one), with the last name of `path`.
     fn edit_parent(
         &mut self,
         path: &Path,
-        edit: impl FnOnce(&mut Self, &mut Vec<NestedFieldRef>, &str) -> Result<()>,
+        mut edit: impl FnMut(&mut Self, &mut Vec<NestedFieldRef>, &str) -> Result<()>,
     ) -> Result<()> {
         let Some((name, parents)) = path.split_last() else {
             return Err(FloeError::internal("ALTER TABLE: an empty column path"));
         };
-        if !parents.is_empty() {
-            let parent = self.existing(parents)?;
-            if !matches!(parent.field_type.as_ref(), Type::Struct(_)) {
-                return Err(FloeError::invalid(format!(
-                    "ALTER TABLE {}: column {} is not a struct",
-                    self.ident,
-                    parents.join(".")
-                )));
-            }
-        }
-        let mut fields = std::mem::take(&mut self.fields);
-        let result = edit_in_struct(&mut fields, parents, |fields| edit(self, fields, name));
-        self.fields = fields;
-        result
+        self.outside_map_keys(path)?;
+        self.in_struct(parents)?;
+        self.edit_columns(|change, columns| {
+            edit_type_at(columns, parents, &mut |parent| {
+                let Type::Struct(parent) = parent else {
+                    return Err(FloeError::internal(
+                        "ALTER TABLE: a parent that is no struct",
+                    ));
+                };
+                let mut fields = parent.fields().to_vec();
+                edit(change, &mut fields, name)?;
+                *parent = StructType::new(fields);
+                Ok(())
+            })
+        })
     }
 
     fn add(&mut self, path: &Path, column: &ColumnDef, if_not_exists: bool) -> Result<()> {
@@ -323,6 +371,7 @@ impl Change<'_> {
 
     fn rename(&mut self, path: &Path, to: &Ident) -> Result<()> {
         self.existing(path)?;
+        self.in_struct(&path[..path.len() - 1])?;
         let new_name = normalize(to);
         let mut target = path.to_vec();
         if let Some(last) = target.last_mut() {
@@ -335,11 +384,12 @@ impl Change<'_> {
                 target.join(".")
             )));
         }
-        self.update(path, |field| field.name = new_name)
+        self.update(path, |field| field.name = new_name.clone())
     }
 
     fn retype(&mut self, path: &Path, data_type: &DataType) -> Result<()> {
         let field = self.existing(path)?.clone();
+        self.outside_map_keys(path)?;
         let probe = ColumnDef {
             name: Ident::new(field.name.clone()),
             data_type: data_type.clone(),
@@ -361,7 +411,7 @@ impl Change<'_> {
                 field.field_type
             )));
         }
-        self.update(path, |field| *field.field_type = wanted)
+        self.update(path, |field| *field.field_type = wanted.clone())
     }
 
     fn drop_not_null(&mut self, path: &Path) -> Result<()> {
@@ -377,15 +427,19 @@ impl Change<'_> {
         ))
     }
 
-    fn update(&mut self, path: &Path, change: impl FnOnce(&mut NestedField)) -> Result<()> {
+    fn update(&mut self, path: &Path, mut change: impl FnMut(&mut NestedField)) -> Result<()> {
         self.existing(path)?;
-        self.edit_parent(path, |_, fields, name| {
-            if let Some(at) = fields.iter().position(|f| f.name == name) {
-                let mut field = fields[at].as_ref().clone();
-                change(&mut field);
-                fields[at] = Arc::new(field);
-            }
-            Ok(())
+        self.outside_map_keys(path)?;
+        let Some((name, parents)) = path.split_last() else {
+            return Err(FloeError::internal("ALTER TABLE: an empty column path"));
+        };
+        self.edit_columns(|_, columns| {
+            edit_type_at(columns, parents, &mut |parent| {
+                edit_child(parent, name, &mut |field| {
+                    change(field);
+                    Ok(())
+                })
+            })
         })
     }
 
@@ -401,28 +455,61 @@ impl Change<'_> {
     }
 }
 
-/// Runs `edit` on the fields of the struct at `parents` (which exist) in `fields`.
-fn edit_in_struct(
-    fields: &mut Vec<NestedFieldRef>,
-    parents: &Path,
-    edit: impl FnOnce(&mut Vec<NestedFieldRef>) -> Result<()>,
+/// The field `name` of a value of type `parent`: a struct's field, or — by Spark's names
+/// for them — a list's `element`, a map's `key` or `value`.
+fn child<'t>(parent: &'t Type, name: &str) -> Option<&'t NestedFieldRef> {
+    match parent {
+        Type::Struct(inner) => inner.fields().iter().find(|f| f.name == name),
+        Type::List(list) if name == "element" => Some(&list.element_field),
+        Type::Map(map) if name == "key" => Some(&map.key_field),
+        Type::Map(map) if name == "value" => Some(&map.value_field),
+        _ => None,
+    }
+}
+
+/// Runs `edit` on the field `name` (see [`child`]) of `parent`, which exists.
+fn edit_child(
+    parent: &mut Type,
+    name: &str,
+    edit: &mut dyn FnMut(&mut NestedField) -> Result<()>,
 ) -> Result<()> {
-    let Some((first, rest)) = parents.split_first() else {
-        return edit(fields);
+    let mut edited = |slot: &mut NestedFieldRef| {
+        let mut field = slot.as_ref().clone();
+        edit(&mut field)?;
+        *slot = Arc::new(field);
+        Ok(())
     };
-    let at = fields
-        .iter()
-        .position(|f| f.name == *first)
-        .ok_or_else(|| FloeError::internal(format!("no column {first}")))?;
-    let mut field = fields[at].as_ref().clone();
-    let Type::Struct(inner) = field.field_type.as_ref() else {
-        return Err(FloeError::internal(format!("{first} is not a struct")));
-    };
-    let mut inner_fields = inner.fields().to_vec();
-    edit_in_struct(&mut inner_fields, rest, edit)?;
-    *field.field_type = Type::Struct(StructType::new(inner_fields));
-    fields[at] = Arc::new(field);
-    Ok(())
+    match parent {
+        Type::Struct(inner) => {
+            let mut fields = inner.fields().to_vec();
+            let slot = fields
+                .iter_mut()
+                .find(|f| f.name == name)
+                .ok_or_else(|| FloeError::internal(format!("no field {name}")))?;
+            edited(slot)?;
+            *inner = StructType::new(fields);
+            Ok(())
+        }
+        Type::List(list) if name == "element" => edited(&mut list.element_field),
+        Type::Map(map) if name == "key" => edited(&mut map.key_field),
+        Type::Map(map) if name == "value" => edited(&mut map.value_field),
+        _ => Err(FloeError::internal(format!("no field {name}"))),
+    }
+}
+
+/// Runs `edit` on the type at `path` (which exists) inside `ty`; on `ty` itself for an
+/// empty path.
+fn edit_type_at(
+    ty: &mut Type,
+    path: &Path,
+    edit: &mut dyn FnMut(&mut Type) -> Result<()>,
+) -> Result<()> {
+    match path.split_first() {
+        None => edit(ty),
+        Some((first, rest)) => edit_child(ty, first, &mut |field| {
+            edit_type_at(&mut field.field_type, rest, edit)
+        }),
+    }
 }
 
 /// The ids of a field and of every field nested in it.

@@ -160,11 +160,16 @@ async fn with_file_shapes(
 }
 
 /// The file's type keeping only the nested fields the table's type still has (by id),
-/// or `None` if nothing of it is left.
+/// or `None` if the two do not match.
+///
+/// A struct none of whose fields the table still has keeps its first file field: the
+/// struct's values are still there (a map's entries, a list's elements, non-null
+/// structs), only their fields all read as NULL, and reading one field is how the reader
+/// finds them; fitting by field id drops it afterwards.
 fn restrict(file: &Type, table: &Type) -> Option<Type> {
     match (file, table) {
         (Type::Struct(file), Type::Struct(table)) => {
-            let fields: Vec<Arc<NestedField>> = file
+            let mut fields: Vec<Arc<NestedField>> = file
                 .fields()
                 .iter()
                 .filter_map(|f| {
@@ -174,6 +179,9 @@ fn restrict(file: &Type, table: &Type) -> Option<Type> {
                     Some(Arc::new(kept))
                 })
                 .collect();
+            if fields.is_empty() {
+                fields.extend(file.fields().first().cloned());
+            }
             (!fields.is_empty()).then(|| Type::Struct(StructType::new(fields)))
         }
         (Type::List(file), Type::List(table)) => {
