@@ -283,6 +283,39 @@ def test_replace_commits_through_the_rest_catalog(lake):
     assert len(after.snapshots()) == len(before.snapshots()) + 1
 
 
+def test_remove_orphan_files_lists_the_bucket(lake):
+    """Orphans on object storage: objects under the table's location that nothing
+    references are found by listing the bucket; the table's own objects stay."""
+    weed, pyiceberg = lake["weed"], lake["pyiceberg"]
+    with lake["server"].connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE sales.tidy (id BIGINT, v STRING)")
+        cur.execute("INSERT INTO sales.tidy VALUES (1, 'x'), (2, 'y')")
+        cur.execute("INSERT INTO sales.tidy VALUES (3, 'z')")
+        location = pyiceberg.load_table("sales.tidy").location().rstrip("/")
+        bucket, prefix = location.removeprefix("s3://").split("/", 1)
+        own = weed.list_objects(bucket, prefix + "/")
+        planted = [f"{prefix}/data/0190-dead-write/left.parquet", f"{prefix}/metadata/left-m0.avro"]
+        kept = f"{prefix}/metadata/version-hint.text"
+        s3 = weed.s3_client()
+        for key in planted + [kept]:
+            s3.put_object(Bucket=bucket, Key=key, Body=b"not referenced")
+
+        def orphans(extra=""):
+            cur.execute(f"CALL lake.system.remove_orphan_files(table => 'sales.tidy'{extra})")
+            return sorted(r["orphan_file_location"] for r in cur.fetch_arrow_table().to_pylist())
+
+        assert orphans() == [], "the planted objects are younger than the default 3 days"
+        future = ", older_than => TIMESTAMP '2200-01-01 00:00:00'"
+        expected = sorted(f"s3://{bucket}/{key}" for key in planted)
+        assert orphans(future + ", dry_run => true") == expected
+        assert set(planted) <= set(weed.list_objects(bucket, prefix + "/")), "a dry run deletes nothing"
+        assert orphans(future) == expected
+        left = weed.list_objects(bucket, prefix + "/")
+        assert sorted(left) == sorted(own + [kept])
+        assert query(cur, "SELECT count(*) AS n FROM sales.tidy")["n"].to_pylist() == [3]
+    assert len(pyiceberg.load_table("sales.tidy").scan().to_arrow()) == 3
+
+
 def test_a_catalog_served_over_https(lake, tmp_path):
     """The REST catalog behind TLS, its CA trusted through SSL_CERT_FILE (the system's
     roots otherwise)."""

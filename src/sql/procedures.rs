@@ -20,7 +20,7 @@
 //!   `older_than` (default: 3 days ago, as Spark's), which protects writes still running on
 //!   other coordinators; this coordinator's writes in flight are always kept. Answers one
 //!   row per file, `orphan_file_location` (with `dry_run`, deleting nothing). Local
-//!   storage only so far.
+//!   storage and S3.
 //!
 //! Arguments are given by name (`name => value`) or by position, as literals.
 

@@ -16,6 +16,7 @@ use iceberg::{TableRequirement, TableUpdate};
 
 use super::metadata_tables::named_refs;
 use crate::catalog::commit::{FloeCatalog, TableChanges};
+use crate::catalog::storage::list_files;
 use crate::error::Result;
 
 /// What a compaction rewrites: the data files of the current snapshot smaller than
@@ -219,62 +220,55 @@ fn may_be_orphan(relative: &str) -> bool {
 /// The files under `table`'s location that nothing references — no snapshot (data,
 /// delete, manifest and manifest list files), no metadata file in the log, no statistics
 /// file, no write in flight (`in_flight`: write directories) — and that were last changed
-/// before `older_than_ms`, which keeps any write still running elsewhere safe. Only
-/// local storage can be listed so far.
+/// before `older_than_ms`, which keeps any write still running elsewhere safe.
 pub async fn orphan_files(
     table: &Table,
     older_than_ms: i64,
     in_flight: &[String],
 ) -> Result<Vec<String>> {
     let metadata = table.metadata();
-    let location = metadata.location().trim_end_matches('/');
-    let Some(root) = local_path(location).map(str::to_string) else {
-        return Err(crate::error::FloeError::unimplemented(format!(
-            "remove_orphan_files lists the table's files, which Floe can do on local storage \
-             only so far (the table is at {location})"
-        )));
-    };
+    let root = metadata.location().trim_end_matches('/');
     let snapshots: Vec<&SnapshotRef> = metadata.snapshots().collect();
     let files = files_of(table, &snapshots).await?;
-    let mut referenced: HashSet<String> = files
+    let mut referenced: HashSet<&str> = files
         .data
-        .into_iter()
-        .chain(files.deletes)
-        .chain(files.manifests)
-        .chain(files.manifest_lists)
+        .iter()
+        .chain(&files.deletes)
+        .chain(&files.manifests)
+        .chain(&files.manifest_lists)
+        .map(String::as_str)
         .chain(
             metadata
                 .metadata_log()
                 .iter()
-                .map(|m| m.metadata_file.clone()),
+                .map(|m| m.metadata_file.as_str()),
         )
         .chain(
             metadata
                 .statistics_iter()
-                .map(|s| s.statistics_path.clone()),
+                .map(|s| s.statistics_path.as_str()),
         )
         .chain(
             metadata
                 .partition_statistics_iter()
-                .map(|s| s.statistics_path.clone()),
+                .map(|s| s.statistics_path.as_str()),
         )
-        .chain(table.metadata_location().map(str::to_string))
-        .filter_map(|path| local_path(&path).map(str::to_string))
+        .chain(table.metadata_location())
+        .map(comparable)
         .collect();
     referenced.shrink_to_fit();
     let in_flight: Vec<String> = in_flight
         .iter()
-        .filter_map(|dir| local_path(dir).map(|d| format!("{}/", d.trim_end_matches('/'))))
+        .map(|dir| format!("{}/", comparable(dir).trim_end_matches('/')))
         .collect();
-    let listing = std::path::PathBuf::from(&root);
-    let listed = tokio::task::spawn_blocking(move || list_files(&listing))
-        .await
-        .map_err(|e| crate::error::FloeError::internal(format!("listing files: {e}")))?;
+    let listed = list_files(table.file_io(), root).await?;
+    let root = comparable(root);
     Ok(listed
         .into_iter()
         .filter(|(path, modified_ms)| {
+            let path = comparable(path);
             let relative = path
-                .strip_prefix(root.as_str())
+                .strip_prefix(root)
                 .unwrap_or(path)
                 .trim_start_matches('/');
             may_be_orphan(relative)
@@ -295,38 +289,14 @@ pub async fn delete_files(table: &Table, paths: &[String]) -> u64 {
     deleted
 }
 
-/// The local file system path of a location (`file:///p` or `/p`), if it is one.
-fn local_path(location: &str) -> Option<&str> {
+/// A path as it compares with others: a local one without its `file:` scheme.
+fn comparable(location: &str) -> &str {
     let path = location
         .strip_prefix("file://")
         .or_else(|| location.strip_prefix("file:"))
         .unwrap_or(location);
-    path.starts_with('/').then_some(path)
-}
-
-/// Every file below `root`, with its last change in milliseconds since the epoch.
-fn list_files(root: &std::path::Path) -> Vec<(String, i64)> {
-    let mut files = Vec::new();
-    let mut directories = vec![root.to_path_buf()];
-    while let Some(directory) = directories.pop() {
-        let Ok(entries) = std::fs::read_dir(&directory) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let Ok(meta) = entry.metadata() else {
-                continue;
-            };
-            if meta.is_dir() {
-                directories.push(entry.path());
-            } else if let Some(path) = entry.path().to_str() {
-                let modified = meta
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map_or(i64::MAX, |d| d.as_millis() as i64);
-                files.push((path.to_string(), modified));
-            }
-        }
+    match path.starts_with('/') {
+        true => path,
+        false => location,
     }
-    files
 }
