@@ -207,3 +207,64 @@ def test_two_clients_deleting_at_the_same_time_both_commit(server, catalog, even
     assert outcomes == [[2], [3]]
     assert [r["id"] for r in pyiceberg_rows(catalog, events)] == [5, 6]
     assert history(catalog, events)[-2:] == ["delete", "delete"]
+
+
+def test_merge_on_read_merge_updates_deletes_and_inserts(cur, catalog, schema, tmp_path):
+    """`write.merge.mode` = `merge-on-read`: the target rows a clause updates or deletes
+    are deleted by position, updated and inserted rows go to new files; the source
+    reading the target itself sees all of it."""
+    import datetime
+
+    events = make_events(cur, schema, "TBLPROPERTIES ('write.merge.mode' = 'merge-on-read')")
+    data_before = data_files(catalog, events)
+    changes = f"{schema}.changes"
+    cur.execute(f"CREATE TABLE {changes} AS SELECT * FROM (VALUES (2, 'up'), (3, 'del'), (4, 'up'), "
+                f"(7, 'new'), (8, 'new')) AS c(id, op)")
+    merge = (f"MERGE INTO {events} t USING (SELECT c.id, c.op, e.day AS old_day FROM {changes} c "
+             f"LEFT JOIN {events} e ON e.id = c.id) s ON t.id = s.id "
+             f"WHEN MATCHED AND s.op = 'del' THEN DELETE "
+             f"WHEN MATCHED THEN UPDATE SET name = concat(t.name, '!') "
+             f"WHEN NOT MATCHED THEN INSERT (id, name, day) VALUES (s.id, s.op, DATE '2024-01-09')")
+    assert affected(cur, merge) == 5
+    day = datetime.date.fromisoformat
+    expected = [
+        {"id": 1, "name": "a", "day": day("2024-01-01")},
+        {"id": 2, "name": "b!", "day": day("2024-01-01")},
+        {"id": 4, "name": "d!", "day": day("2024-01-02")},
+        {"id": 5, "name": "e", "day": day("2024-01-02")},
+        {"id": 6, "name": None, "day": day("2024-01-03")},
+        {"id": 7, "name": "new", "day": day("2024-01-09")},
+        {"id": 8, "name": "new", "day": day("2024-01-09")},
+        {"id": 10, "name": "j", "day": day("2024-01-01")},
+    ]
+    assert rows(cur, events) == expected
+    assert pyiceberg_rows(catalog, events) == expected
+    assert duckdb_ids(catalog, events, tmp_path / "duckdb") == [1, 2, 4, 5, 6, 7, 8, 10]
+    # The old data files stay; delete files name the rows of 2 and 3 (one file) and 4.
+    data_after = data_files(catalog, events)
+    assert data_before < data_after
+    deletes = delete_files(catalog, events)
+    assert sorted(count for _, _, count in deletes) == [1, 2]
+    assert history(catalog, events)[-1] == "overwrite"
+    summary = catalog.load_table(events).current_snapshot().summary
+    assert (summary["added-records"], summary["added-position-deletes"]) == ("4", "3")
+
+    # Only deletes: a `delete` snapshot; only inserts: an `append` one, no delete file.
+    assert affected(cur, f"MERGE INTO {events} t USING (SELECT 1 AS id) s ON t.id = s.id "
+                         f"WHEN MATCHED THEN DELETE") == 1
+    assert history(catalog, events)[-1] == "delete"
+    deletes = len(delete_files(catalog, events))
+    assert affected(cur, f"MERGE INTO {events} t USING (SELECT 99 AS id) s ON t.id = s.id "
+                         f"WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT (id) VALUES (s.id)") == 1
+    assert history(catalog, events)[-1] == "append" and len(delete_files(catalog, events)) == deletes
+    assert [r["id"] for r in pyiceberg_rows(catalog, events)] == [2, 4, 5, 6, 7, 8, 10, 99]
+    assert [r["id"] for r in rows(cur, events)] == [2, 4, 5, 6, 7, 8, 10, 99]
+
+
+def test_merge_on_read_merge_refuses_a_row_matched_twice(cur, catalog, events, schema):
+    cur.execute(f"ALTER TABLE {events} SET TBLPROPERTIES ('write.merge.mode' = 'merge-on-read')")
+    snapshots = len(catalog.load_table(events).snapshots())
+    with pytest.raises(adbc_driver_manager.Error, match="more than one source row"):
+        cur.execute(f"MERGE INTO {events} t USING (SELECT 1 AS id UNION ALL SELECT 1) s ON t.id = s.id "
+                    f"WHEN MATCHED THEN UPDATE SET name = 'x'")
+    assert len(catalog.load_table(events).snapshots()) == snapshots and delete_files(catalog, events) == []

@@ -184,6 +184,19 @@ def test_a_merge_rewrites_only_files_its_target_conditions_allow(cur, catalog, e
     assert pyiceberg_rows(catalog, events) == rows(cur, events)
 
 
+
+def test_a_merge_whose_source_reads_the_target_sees_all_of_it(cur, catalog, events):
+    """The target is read from the files its conditions allow; a source that reads the
+    same table is not restricted with it."""
+    merge = (f"MERGE INTO {events} t USING (SELECT id + 100 AS id, name FROM {events} "
+             f"WHERE day = DATE '2024-01-02') s ON t.id = s.id AND t.day = DATE '2024-01-01' "
+             f"WHEN MATCHED THEN UPDATE SET name = 'merged' "
+             f"WHEN NOT MATCHED THEN INSERT (id, name, day) VALUES (s.id, s.name, DATE '2024-01-07')")
+    assert affected(cur, merge) == 2
+    got = rows(cur, events)
+    assert [(r["id"], r["name"]) for r in got if r["id"] > 100] == [(104, "d"), (105, "e")]
+    assert pyiceberg_rows(catalog, events) == got
+
 def test_a_merge_that_only_inserts_appends(cur, catalog, events, upserts):
     before = files(catalog, events)
     assert affected(cur, f"MERGE INTO {events} t USING {upserts} s ON t.id = s.id "

@@ -14,17 +14,29 @@
 //!
 //! committed as a copy-on-write overwrite of the target's data files (`Removal::Files`:
 //! a file removed by a concurrent commit makes the statement `ABORTED`): the files the
-//! ON condition's conjuncts on target columns alone may match, or all of them. A MERGE with only INSERT clauses appends the inserted rows and rewrites
-//! nothing. Jobs count what the statement changes before it writes: the statement's
+//! ON condition's conjuncts on target columns alone may match, or all of them (a source
+//! reading the target table reads all of it). A MERGE with only INSERT clauses appends
+//! the inserted rows and rewrites nothing.
+//!
+//! Merge-on-read (`write.merge.mode`): the positions of the target rows a clause acts on
+//! go to position delete files (a first job), and only the updated and inserted rows are
+//! written (a second job of the same write); one snapshot adds both, as for UPDATE
+//! (`row_level`).
+//!
+//! Jobs count what the statement changes before it writes: the statement's
 //! answer, and the check that no target row matches more than one source row (which
 //! would otherwise be written twice); a MERGE that changes nothing commits nothing.
 
+use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use datafusion::common::ScalarValue;
-use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-use datafusion::logical_expr::{LogicalPlan, lit};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Column, ScalarValue};
+use datafusion::datasource::provider_as_source;
+use datafusion::logical_expr::{
+    DmlStatement, Expr as DfExpr, LogicalPlan, Projection, TableScan, lit,
+};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
@@ -32,14 +44,18 @@ use datafusion::sql::sqlparser::ast::{
     MergeClauseKind, MergeInsertKind, ObjectName, Statement, TableFactor, UpdateTableFromKind,
     visit_expressions,
 };
+use iceberg::spec::Operation;
 
 use super::parse::parse;
 use super::resolve::StatementCatalog;
-use super::row_level::{fold_constants, reading};
+use super::row_level::{self, appending, fold_constants, scans};
 use super::{Caller, Engine, Planned, plan_resolved, quoted, rewrite_before_resolving};
 use crate::error::{FloeError, Result};
 use crate::table::overwrite::{Overwrite, Removal};
-use crate::table::write_protocol::WriteCommit;
+use crate::table::provider::IcebergTableProvider;
+use crate::table::scan::{FILE_COLUMN, POS_COLUMN};
+use crate::table::write::MERGE_MODE;
+use crate::table::write_protocol::{WriteCommit, commit_write};
 
 /// Marks the target's rows in the join (NULL where a source row matched none).
 const TARGET_ROW: &str = "__floe_target_row";
@@ -48,10 +64,18 @@ const SOURCE_ROW: &str = "__floe_source_row";
 
 /// A MERGE turned into SQL over the target `t` and source `s`.
 struct MergeSql {
-    /// `INSERT INTO t …`: what the statement writes.
+    /// `INSERT INTO t …`: the rows the statement writes as data files. Copy-on-write:
+    /// the rewritten files' rows, kept or updated, and the inserted rows; merge-on-read:
+    /// the updated and the inserted rows.
     write: String,
-    /// Whether the write rewrites the target's files (else it only appends).
+    /// Whether clauses act on target rows (else the statement only appends).
     rewrites: bool,
+    /// Merge-on-read: `SELECT a.__floe_file, a.__floe_pos …` of the target rows a clause
+    /// updates or deletes (the target read through placeholders; see
+    /// [`reading_target`]).
+    deleted_positions: Option<String>,
+    /// Whether `write` can write any row (merge-on-read: an UPDATE or INSERT clause).
+    writes_rows: bool,
     /// `SELECT count(*) AS joined, sum(…) AS changed FROM t LEFT JOIN s ON c`.
     target_counts: String,
     /// `SELECT count(*) FROM t`.
@@ -131,6 +155,16 @@ impl Sides {
         )
     }
 
+    /// [`Self::target_rows`] with placeholders for each row's file and position, which
+    /// [`reading_target`] makes real.
+    fn target_rows_with_positions(&self) -> String {
+        format!(
+            "(SELECT *, TRUE AS {TARGET_ROW}, '' AS {FILE_COLUMN}, 0 AS {POS_COLUMN} FROM {}) \
+             AS {}",
+            self.target, self.target_alias
+        )
+    }
+
     /// The source, its rows marked, under its alias.
     fn source_rows(&self) -> String {
         format!(
@@ -168,7 +202,7 @@ struct InsertClause {
 }
 
 impl MergeSql {
-    fn build(merge: &Merge, columns: &[String]) -> Result<Self> {
+    fn build(merge: &Merge, columns: &[String], merge_on_read: bool) -> Result<Self> {
         if merge.output.is_some() {
             return Err(FloeError::unimplemented("MERGE … OUTPUT is not supported"));
         }
@@ -260,13 +294,22 @@ impl MergeSql {
                     quoted(column)
                 )
             });
+            // The first clause that acts decides: the row is deleted, or updated.
             let deleted = target_clauses
                 .iter()
                 .map(|c| format!("WHEN {} THEN {}", c.when, c.set.is_none()));
+            let written = match merge_on_read {
+                false => format!("NOT (CASE {} ELSE FALSE END)", join(deleted, " ")),
+                true => {
+                    let updated = target_clauses
+                        .iter()
+                        .map(|c| format!("WHEN {} THEN {}", c.when, c.set.is_some()));
+                    format!("CASE {} ELSE FALSE END", join(updated, " "))
+                }
+            };
             let rows = format!(
-                "SELECT {} FROM {target_join} WHERE NOT (CASE {} ELSE FALSE END)",
-                join(kept, ", "),
-                join(deleted, " ")
+                "SELECT {} FROM {target_join} WHERE {written}",
+                join(kept, ", ")
             );
             match &inserts {
                 Some(inserts) => format!("{rows} UNION ALL {inserts}"),
@@ -277,13 +320,26 @@ impl MergeSql {
                 .clone()
                 .ok_or_else(|| FloeError::invalid("MERGE needs at least one WHEN clause"))?
         };
+        let acting = any(target_clauses.iter().map(|c| c.when.as_str()));
+        let deleted_positions = (merge_on_read && rewrites).then(|| {
+            format!(
+                "SELECT {alias}.{FILE_COLUMN}, {alias}.{POS_COLUMN} FROM {} LEFT JOIN {} ON {on} \
+                 WHERE {acting}",
+                sides.target_rows_with_positions(),
+                sides.source_rows(),
+                alias = sides.target_alias,
+            )
+        });
+        let writes_rows =
+            !merge_on_read || inserts.is_some() || target_clauses.iter().any(|c| c.set.is_some());
         Ok(Self {
             write: format!("INSERT INTO {} {write}", sides.target),
             rewrites,
+            deleted_positions,
+            writes_rows,
             target_counts: format!(
-                "SELECT count(*) AS joined, sum(CASE WHEN {} THEN 1 ELSE 0 END) AS changed \
-                 FROM {target_join}",
-                any(target_clauses.iter().map(|c| c.when.as_str()))
+                "SELECT count(*) AS joined, sum(CASE WHEN {acting} THEN 1 ELSE 0 END) AS \
+                 changed FROM {target_join}"
             ),
             target_rows: format!("SELECT count(*) FROM {}", sides.target),
             inserted: inserts.map(|_| format!("SELECT count(*) FROM {source_join}")),
@@ -482,7 +538,8 @@ impl Engine {
             .iter()
             .map(|f| f.name.clone())
             .collect();
-        let sql = MergeSql::build(merge, &columns)?;
+        let merge_on_read = row_level::merge_on_read(&table, MERGE_MODE)?;
+        let sql = MergeSql::build(merge, &columns, merge_on_read)?;
         let (catalog, planned, _) = self.plan(caller, parse(&sql.write)?, params).await?;
         let Planned::Write(ctx, mut dml) = planned else {
             return Err(FloeError::internal("MERGE planned as a query"));
@@ -493,7 +550,7 @@ impl Engine {
             caller,
             params,
         };
-        let mut changed = 0;
+        let (mut changed, mut target_changed) = (0, 0);
         if sql.rewrites {
             let [joined, changed_rows] = self.count_sql(&scope, &sql.target_counts).await?[..]
             else {
@@ -512,6 +569,7 @@ impl Engine {
                      condition match each target row at most once",
                 ));
             }
+            target_changed = changed_rows;
             changed += changed_rows;
         }
         if let Some(inserted) = &sql.inserted {
@@ -527,9 +585,20 @@ impl Engine {
                 None => lit(true),
             };
             let files = provider.files_matching(&filter).await?;
+            if let Some(positions) = &sql.deleted_positions {
+                let target = Target {
+                    dml,
+                    provider,
+                    files,
+                };
+                let deleting = (target_changed > 0).then_some(positions.as_str());
+                self.merge_on_read(&scope, target, deleting, sql.writes_rows)
+                    .await?;
+                return Ok(changed);
+            }
             let restricted = provider.restricted_to(files.clone())?;
             let input = Arc::unwrap_or_clone(dml.input);
-            dml.input = Arc::new(reading(input, &provider, restricted)?);
+            dml.input = Arc::new(reading_target(input, &provider, restricted)?);
             WriteCommit::Overwrite(Overwrite::of(Removal::Files(files)))
         } else {
             WriteCommit::Append
@@ -539,11 +608,141 @@ impl Engine {
         Ok(changed)
     }
 
+    /// Merge-on-read: a job writes position delete files for the target rows that
+    /// `deleting` (the positions query, if any row is deleted or updated) selects; then,
+    /// if the statement `writes_rows`, a second job of the same write writes the updated
+    /// and inserted rows. Both read the statement's snapshot of the target's `files`; one
+    /// snapshot adds what they wrote.
+    async fn merge_on_read(
+        &self,
+        scope: &Scope<'_>,
+        target: Target,
+        deleting: Option<&str>,
+        writes_rows: bool,
+    ) -> Result<()> {
+        let Target {
+            dml,
+            provider,
+            files,
+        } = target;
+        let mut write_id = None;
+        let mut written = Vec::new();
+        if let Some(deleting) = deleting {
+            let positions = provider.positions_of(files.clone())?;
+            let plan = reading_target(scope.plan(deleting).await?, &provider, positions)?;
+            provider.delete_positions_next();
+            let (id, files) = self
+                .write_files(scope.ctx, appending(&dml, plan), scope.catalog)
+                .await?;
+            write_id = Some(id);
+            written = files;
+        }
+        let delete_files = written.len();
+        if writes_rows {
+            if let Some(id) = &write_id {
+                provider.set_next_write_id(id.clone());
+            }
+            let input = Arc::unwrap_or_clone(dml.input.clone());
+            let input = reading_target(input, &provider, provider.restricted_to(files)?)?;
+            // A failed job deletes the write's directory: the delete files too.
+            let (id, files) = self
+                .write_files(scope.ctx, appending(&dml, input), scope.catalog)
+                .await?;
+            write_id.get_or_insert(id);
+            written.extend(files);
+        }
+        let Some(write_id) = write_id else {
+            return Ok(());
+        };
+        let how = match (delete_files > 0, written.len() > delete_files) {
+            (false, _) => WriteCommit::Append,
+            (true, adds_rows) => WriteCommit::Overwrite(Overwrite {
+                removal: Removal::Nothing,
+                metadata_updates: Vec::new(),
+                operation: match adds_rows {
+                    true => Operation::Overwrite,
+                    false => Operation::Delete,
+                },
+            }),
+        };
+        commit_write(
+            self.catalog.as_ref(),
+            provider.table(),
+            &write_id,
+            &written,
+            &how,
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Runs `SELECT count(*) …` (one row of counts) in `scope`; returns the counts, NULL
     /// as 0.
     async fn count_sql(&self, scope: &Scope<'_>, text: &str) -> Result<Vec<u64>> {
         let plan = scope.plan(text).await?;
         self.counts(scope.ctx, scope.catalog, plan).await
+    }
+}
+
+/// The target of a MERGE's write: the write as planned, the target's provider, and the
+/// data files the statement may change.
+struct Target {
+    dml: DmlStatement,
+    provider: Arc<IcebergTableProvider>,
+    files: HashSet<String>,
+}
+
+/// `plan` with the target's scans that [`Sides::target_rows`] marks reading `provider`
+/// instead (the target restricted to some files, or with positions); the placeholders
+/// of [`Sides::target_rows_with_positions`] become the columns of their names. A
+/// source that reads the target table too still reads all of it.
+fn reading_target(
+    plan: LogicalPlan,
+    target: &Arc<IcebergTableProvider>,
+    provider: IcebergTableProvider,
+) -> Result<LogicalPlan> {
+    let provider = provider_as_source(Arc::new(provider));
+    let mut replaced = 0;
+    let plan = plan.transform_up(|node| {
+        let LogicalPlan::Projection(projection) = &node else {
+            return Ok(Transformed::no(node));
+        };
+        let LogicalPlan::TableScan(scan) = projection.input.as_ref() else {
+            return Ok(Transformed::no(node));
+        };
+        let named = |e: &DfExpr, names: &[&str]| {
+            matches!(e, DfExpr::Alias(a) if names.contains(&a.name.as_str()))
+        };
+        if !scans(scan, target) || !projection.expr.iter().any(|e| named(e, &[TARGET_ROW])) {
+            return Ok(Transformed::no(node));
+        }
+        let scan = TableScan::try_new(
+            scan.table_name.clone(),
+            provider.clone(),
+            None,
+            scan.filters.clone(),
+            scan.fetch,
+        )?;
+        let expr = projection
+            .expr
+            .iter()
+            .map(|e| match e {
+                DfExpr::Alias(a) if named(e, &[FILE_COLUMN, POS_COLUMN]) => {
+                    DfExpr::Column(Column::new(Some(scan.table_name.clone()), a.name.clone()))
+                        .alias(a.name.clone())
+                }
+                e => e.clone(),
+            })
+            .collect();
+        replaced += 1;
+        let input = Arc::new(LogicalPlan::TableScan(scan));
+        Ok(Transformed::yes(LogicalPlan::Projection(
+            Projection::try_new(expr, input)?,
+        )))
+    })?;
+    match replaced {
+        0 => Err(FloeError::internal("MERGE: no scan of the target found")),
+        _ => Ok(plan.data),
     }
 }
 

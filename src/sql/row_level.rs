@@ -183,7 +183,7 @@ impl RowLevel {
 
 /// Whether the table's DELETEs or UPDATEs (`mode`) write position delete files instead
 /// of rewriting data files.
-fn merge_on_read(table: &Table, mode: &str) -> Result<bool> {
+pub(super) fn merge_on_read(table: &Table, mode: &str) -> Result<bool> {
     let metadata = table.metadata();
     let merge_on_read = write::merge_on_read(metadata.properties(), mode)?;
     if merge_on_read && metadata.format_version() == FormatVersion::V1 {
@@ -228,7 +228,7 @@ fn table_columns(source: &LogicalPlan) -> Vec<Expr> {
 
 /// `INSERT INTO` the statement's table of `input`: how a DELETE's or UPDATE's files are
 /// written.
-fn appending(dml: &DmlStatement, input: LogicalPlan) -> DmlStatement {
+pub(super) fn appending(dml: &DmlStatement, input: LogicalPlan) -> DmlStatement {
     DmlStatement::new(
         dml.table_name.clone(),
         dml.target.clone(),
@@ -345,7 +345,7 @@ pub(super) fn reading(
     Ok(replaced.data)
 }
 
-fn scans(scan: &TableScan, table: &Arc<IcebergTableProvider>) -> bool {
+pub(super) fn scans(scan: &TableScan, table: &Arc<IcebergTableProvider>) -> bool {
     source_as_provider(&scan.source)
         .is_ok_and(|provider| std::ptr::addr_eq(Arc::as_ptr(&provider), Arc::as_ptr(table)))
 }

@@ -467,6 +467,9 @@ pub const DELETE_MODE: &str = "write.delete.mode";
 /// Table property: the same for UPDATE (`merge-on-read`: position delete files for the
 /// old rows, new data files for the updated ones).
 pub const UPDATE_MODE: &str = "write.update.mode";
+/// Table property: the same for MERGE (`merge-on-read`: position delete files for the
+/// target rows it updates or deletes, new data files for updated and inserted rows).
+pub const MERGE_MODE: &str = "write.merge.mode";
 /// Table property: the size at which a data file is closed and the next one begun.
 pub const TARGET_FILE_SIZE: &str = "write.target-file-size-bytes";
 
@@ -516,6 +519,7 @@ pub fn check_write_properties(properties: &HashMap<String, String>) -> Result<()
     distribution_mode(properties)?;
     merge_on_read(properties, DELETE_MODE)?;
     merge_on_read(properties, UPDATE_MODE)?;
+    merge_on_read(properties, MERGE_MODE)?;
     if let Some(size) = properties.get(TARGET_FILE_SIZE)
         && size.parse::<u64>().map_or(true, |size| size == 0)
     {
@@ -526,7 +530,7 @@ pub fn check_write_properties(properties: &HashMap<String, String>) -> Result<()
     Ok(())
 }
 
-/// Whether the table property `mode` ([`DELETE_MODE`], [`UPDATE_MODE`]) says
+/// Whether the table property `mode` ([`DELETE_MODE`], [`UPDATE_MODE`], [`MERGE_MODE`]) says
 /// `merge-on-read`.
 pub fn merge_on_read(properties: &HashMap<String, String>, mode: &str) -> Result<bool> {
     match properties
