@@ -138,3 +138,40 @@ async fn concurrent_commits_all_land_once() {
     // Three commits after the creation, each recorded in the metadata log.
     assert_eq!(table.metadata().metadata_log().len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_catalog_names_the_current_metadata_file_without_loading_the_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (catalog, uri) = catalog(&dir).await;
+    let ident = table(catalog.as_ref()).await;
+    let loaded = catalog.load_table(&ident).await.expect("load");
+    let location = loaded.metadata_location().expect("location").to_string();
+    assert_eq!(
+        catalog.metadata_location(&ident).await,
+        Some(location.clone())
+    );
+
+    // Another writer's commit is seen at once.
+    let moved = format!("{location}.moved");
+    let committer = SqlCommitter::connect(&uri, "floe", BindStyle::QMark)
+        .await
+        .expect("committer");
+    assert!(
+        committer
+            .swap(&ident, &location, &moved)
+            .await
+            .expect("swap")
+    );
+    assert_eq!(catalog.metadata_location(&ident).await, Some(moved.clone()));
+    assert!(
+        committer
+            .swap(&ident, &moved, &location)
+            .await
+            .expect("swap back")
+    );
+
+    catalog.drop_table(&ident).await.expect("drop");
+    assert_eq!(catalog.metadata_location(&ident).await, None);
+    let missing = TableIdent::new(ident.namespace().clone(), "missing".to_string());
+    assert_eq!(catalog.metadata_location(&missing).await, None);
+}

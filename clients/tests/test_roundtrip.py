@@ -81,6 +81,25 @@ def test_append_by_pyiceberg_is_visible_at_once(cur, catalog, schema):
     assert query(cur, f"SELECT count(*) AS n FROM {schema}.growing").to_pylist() == [{"n": 6}]
 
 
+
+def test_a_table_is_read_again_only_when_its_metadata_file_changes(cur, catalog, schema):
+    """Metadata files never change once written: while the catalog names the same one,
+    Floe does not read it again; a commit by anyone names a new one, read at once."""
+    from pathlib import Path
+
+    cur.execute(f"CREATE TABLE {schema}.kept (id INT)")
+    cur.execute(f"INSERT INTO {schema}.kept VALUES (1)")
+    assert query(cur, f"SELECT id FROM {schema}.kept")["id"].to_pylist() == [1]
+    metadata = Path(catalog.load_table(f"{schema}.kept").metadata_location.removeprefix("file://"))
+    original = metadata.read_bytes()
+    metadata.write_bytes(b"not metadata")
+    try:
+        assert query(cur, f"SELECT id FROM {schema}.kept")["id"].to_pylist() == [1]
+    finally:
+        metadata.write_bytes(original)
+    catalog.load_table(f"{schema}.kept").append(pa.table({"id": pa.array([2], pa.int32())}))
+    assert sorted(query(cur, f"SELECT id FROM {schema}.kept")["id"].to_pylist()) == [1, 2]
+
 def test_prepared_statements_describe_without_running(cur, catalog, schema):
     cur.execute(f"CREATE TABLE {schema}.p (a INT, b STRING)")
     result_schema = cur.adbc_execute_schema(f"SELECT b, a FROM {schema}.p")

@@ -73,6 +73,12 @@ pub trait FloeCatalog: Catalog {
     /// Fails (`UNIMPLEMENTED`) if this catalog cannot take [`Self::commit_changes`]: a
     /// statement that will need it checks before it writes anything.
     fn check_commit_changes(&self) -> Result<()>;
+
+    /// The metadata file the catalog names for table `ident`, if it can tell without
+    /// loading the table and a table loaded at that file is always the same (its
+    /// storage properties are the catalog's: a SQL catalog). `None` otherwise, or if
+    /// asking failed (a full load then says why).
+    async fn metadata_location(&self, ident: &TableIdent) -> Option<String>;
 }
 
 /// The result of one compare-and-swap attempt.
@@ -245,6 +251,25 @@ impl SqlCommitter {
                 error,
             }),
         }
+    }
+
+    /// The metadata file the catalog names for table `ident`; `None` if there is no
+    /// such table.
+    pub async fn metadata_location(&self, ident: &TableIdent) -> Result<Option<String>> {
+        let statement = self.placeholders(
+            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? \
+             AND table_namespace = ? AND table_name = ? \
+             AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)",
+        );
+        let namespace = ident.namespace().join(".");
+        let row: Option<(Option<String>,)> = sqlx::query_as(&statement)
+            .bind(self.catalog_name.as_str())
+            .bind(namespace.as_str())
+            .bind(ident.name())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| sql_error("reading the table's metadata location failed", e))?;
+        Ok(row.and_then(|(location,)| location))
     }
 
     /// Points the table at `new` if it still points at `expected`; `false` if it did not.

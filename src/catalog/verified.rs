@@ -421,6 +421,13 @@ impl FloeCatalog for VerifiedCatalog {
         self.committer.check()
     }
 
+    async fn metadata_location(&self, ident: &TableIdent) -> Option<String> {
+        match &self.committer {
+            Committer::Sql(sql) => sql.metadata_location(ident).await.ok().flatten(),
+            Committer::Rest(_) | Committer::Unsupported(_) => None,
+        }
+    }
+
     /// Only a lost race is tried again here: a change the catalog lost (a busy database)
     /// fails as `UNAVAILABLE` like `update_table`, and the write protocol decides.
     async fn commit_changes(&self, ident: &TableIdent, changes: &TableChanges) -> Result<Table> {

@@ -140,7 +140,7 @@ impl Engine {
         };
         let reference = TableReference::partial(namespace.as_str(), target.table.as_str());
         let resolution = resolve_tables(
-            &self.iceberg_catalog(),
+            &self.catalog,
             &self.catalog_name,
             caller,
             &[(reference.clone(), Use::Write)],

@@ -41,7 +41,6 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{CreateTable, Function, Merge, ObjectType, Statement};
 use futures::TryStreamExt;
-use iceberg::Catalog;
 use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
 
 use crate::auth::Access;
@@ -239,11 +238,6 @@ impl Engine {
                 READINESS_TIMEOUT.as_secs()
             )),
         }
-    }
-
-    /// The catalog as a plain Iceberg catalog.
-    fn iceberg_catalog(&self) -> Arc<dyn Catalog> {
-        self.catalog.clone()
     }
 
     /// Runs a statement's job on the cluster, within the statement timeout (past it,
@@ -593,7 +587,7 @@ impl Engine {
             uses_information_schema,
             uses_metadata_tables,
         } = resolve(
-            &self.iceberg_catalog(),
+            &self.catalog,
             &self.catalog_name,
             caller,
             &statement,

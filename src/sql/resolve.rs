@@ -15,15 +15,17 @@ use datafusion::logical_expr::DmlStatement;
 use datafusion::sql::TableReference;
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast;
-use iceberg::{Catalog, NamespaceIdent, TableIdent};
+use iceberg::{NamespaceIdent, TableIdent};
 
 use super::Caller;
 use super::ddl::parts;
 use crate::catalog::DEFAULT_NAMESPACE;
+use crate::catalog::commit::FloeCatalog;
 use crate::error::{FloeError, Result};
 use crate::table::metadata_tables::MetadataTable;
 use crate::table::provider::IcebergTableProvider;
 use crate::table::time_travel::AsOf;
+use crate::table::warm;
 
 const INFORMATION_SCHEMA: &str = "information_schema";
 
@@ -32,7 +34,7 @@ pub struct StatementCatalog {
 }
 
 pub struct StatementSchema {
-    catalog: Arc<dyn Catalog>,
+    catalog: Arc<dyn FloeCatalog>,
     namespace: NamespaceIdent,
     /// Table names listed for information_schema (empty unless the statement needs them).
     listed: Vec<String>,
@@ -52,7 +54,7 @@ pub struct Resolution {
 }
 
 pub async fn resolve(
-    catalog: &Arc<dyn Catalog>,
+    catalog: &Arc<dyn FloeCatalog>,
     catalog_name: &str,
     caller: &Caller,
     statement: &Statement,
@@ -101,7 +103,7 @@ pub enum Use {
 /// caller may read). A table in a namespace the caller may not use that way is
 /// PERMISSION_DENIED before anything is loaded, whether it exists or not.
 pub async fn resolve_tables(
-    catalog: &Arc<dyn Catalog>,
+    catalog: &Arc<dyn FloeCatalog>,
     catalog_name: &str,
     caller: &Caller,
     tables: &[(TableReference, Use)],
@@ -353,10 +355,17 @@ impl StatementSchema {
             return Ok(Some(provider));
         }
         let ident = TableIdent::new(self.namespace.clone(), name.to_string());
-        let table = match self.catalog.load_table(&ident).await {
-            Ok(table) => crate::table::warm::warm(table),
-            Err(e) if e.kind() == iceberg::ErrorKind::TableNotFound => return Ok(None),
-            Err(e) => return Err(e.into()),
+        let kept = match self.catalog.metadata_location(&ident).await {
+            Some(location) => warm::kept_at(&ident, &location),
+            None => None,
+        };
+        let table = match kept {
+            Some(table) => table,
+            None => match self.catalog.load_table(&ident).await {
+                Ok(table) => warm::warm(table),
+                Err(e) if e.kind() == iceberg::ErrorKind::TableNotFound => return Ok(None),
+                Err(e) => return Err(e.into()),
+            },
         };
         let provider = Arc::new(IcebergTableProvider::try_new(table)?);
         let mut resolved = self

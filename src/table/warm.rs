@@ -4,12 +4,17 @@
 //! storage properties, is the same table: the earlier `Table` is used instead, and its
 //! scans plan from manifests already read.
 //!
+//! A catalog that tells a table's metadata file without loading it (a SQL catalog) is
+//! not even asked to load a table kept at that file ([`kept_at`]): the file is neither
+//! read nor parsed again.
+//!
 //! The same goes for a table rebuilt to plan on the statement's runtime
 //! ([`on_current_runtime`]), kept while that runtime lives.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
+use iceberg::TableIdent;
 use iceberg::table::Table;
 
 use crate::error::Result;
@@ -41,6 +46,18 @@ pub fn warm(table: Table) -> Table {
     }
     tables.insert(key, table.clone());
     table
+}
+
+/// The table kept as `ident` loaded at `metadata_location`, whatever its storage
+/// properties: for catalogs that give every table the same ones (see
+/// `FloeCatalog::metadata_location`), where a table is known by its metadata file alone
+/// and need not be loaded to be found here.
+pub fn kept_at(ident: &TableIdent, metadata_location: &str) -> Option<Table> {
+    let tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
+    tables
+        .iter()
+        .find(|((location, _), table)| location == metadata_location && table.identifier() == ident)
+        .map(|(_, table)| table.clone())
 }
 
 /// The table, planning on the runtime this statement runs on. Iceberg's planner spawns
