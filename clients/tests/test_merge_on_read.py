@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import Server, query
-from test_row_level import affected, history, make_events, pyiceberg_rows, rows
+from test_row_level import affected, fails_changing_nothing, history, make_events, pyiceberg_rows, rows
 
 WROTE_DELETES = re.compile(r"wrote position delete file .*file=(\S+)")
 MERGE_ON_READ = "TBLPROPERTIES ('write.delete.mode' = 'merge-on-read')"
@@ -268,3 +268,13 @@ def test_merge_on_read_merge_refuses_a_row_matched_twice(cur, catalog, events, s
         cur.execute(f"MERGE INTO {events} t USING (SELECT 1 AS id UNION ALL SELECT 1) s ON t.id = s.id "
                     f"WHEN MATCHED THEN UPDATE SET name = 'x'")
     assert len(catalog.load_table(events).snapshots()) == snapshots and delete_files(catalog, events) == []
+
+
+def test_a_merge_on_read_merge_failing_after_its_deletes_leaves_nothing(cur, catalog, events):
+    """The delete files' job succeeds, the new rows' job fails: the write's files go,
+    delete files too, and nothing is committed."""
+    cur.execute(f"ALTER TABLE {events} SET TBLPROPERTIES ('write.merge.mode' = 'merge-on-read')")
+    fails_changing_nothing(cur, catalog, events, "(?i)divide by zero",
+                           sql=f"MERGE INTO {events} t USING (SELECT 1 AS id UNION ALL SELECT 2) s "
+                               f"ON t.id = s.id WHEN MATCHED THEN UPDATE SET id = t.id / (t.id - 1)")
+    assert delete_files(catalog, events) == []
