@@ -44,7 +44,6 @@ use datafusion::sql::sqlparser::ast::{
     MergeClauseKind, MergeInsertKind, ObjectName, Statement, TableFactor, UpdateTableFromKind,
     visit_expressions,
 };
-use iceberg::spec::Operation;
 
 use super::parse::parse;
 use super::resolve::StatementCatalog;
@@ -55,7 +54,7 @@ use crate::table::overwrite::{Overwrite, Removal};
 use crate::table::provider::IcebergTableProvider;
 use crate::table::scan::{FILE_COLUMN, POS_COLUMN};
 use crate::table::write::MERGE_MODE;
-use crate::table::write_protocol::{WriteCommit, commit_write};
+use crate::table::write_protocol::WriteCommit;
 
 /// Marks the target's rows in the join (NULL where a source row matched none).
 const TARGET_ROW: &str = "__floe_target_row";
@@ -651,29 +650,13 @@ impl Engine {
             write_id.get_or_insert(id);
             written.extend(files);
         }
-        let Some(write_id) = write_id else {
-            return Ok(());
-        };
-        let how = match (delete_files > 0, written.len() > delete_files) {
-            (false, _) => WriteCommit::Append,
-            (true, adds_rows) => WriteCommit::Overwrite(Overwrite {
-                removal: Removal::Nothing,
-                metadata_updates: Vec::new(),
-                operation: match adds_rows {
-                    true => Operation::Overwrite,
-                    false => Operation::Delete,
-                },
-            }),
-        };
-        commit_write(
-            self.catalog.as_ref(),
-            provider.table(),
-            &write_id,
-            &written,
-            &how,
-        )
-        .await?;
-        Ok(())
+        match write_id {
+            Some(id) => {
+                self.commit_merge_on_read(provider.table(), &id, &written, delete_files)
+                    .await
+            }
+            None => Ok(()),
+        }
     }
 
     /// Runs `SELECT count(*) …` (one row of counts) in `scope`; returns the counts, NULL

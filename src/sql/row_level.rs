@@ -47,6 +47,7 @@ use super::parse::parse;
 use super::resolve::StatementCatalog;
 use super::{Engine, Query};
 use crate::error::{FloeError, Result};
+use crate::table::commit::WrittenFile;
 use crate::table::overwrite::{Overwrite, Removal};
 use crate::table::provider::IcebergTableProvider;
 use crate::table::scan::{FILE_COLUMN, POS_COLUMN};
@@ -428,35 +429,45 @@ impl Engine {
         provider.delete_positions_next();
         let deletes = appending(dml, statement.deleted_positions(positions)?);
         let (write_id, mut written) = self.write_files(ctx, deletes, catalog).await?;
-        let operation = match statement.assignments {
-            None => Operation::Delete,
-            Some(_) => {
-                let source = reading(
-                    statement.source.clone(),
-                    provider,
-                    provider.restricted_to(files)?,
-                )?;
-                provider.set_next_write_id(write_id.clone());
-                let updated = appending(dml, statement.updated_rows(source)?);
-                // A failed job deletes the write's directory: the delete files too.
-                let (_, rows) = self.write_files(ctx, updated, catalog).await?;
-                written.extend(rows);
-                Operation::Overwrite
-            }
+        let delete_files = written.len();
+        if statement.assignments.is_some() {
+            let source = reading(
+                statement.source.clone(),
+                provider,
+                provider.restricted_to(files)?,
+            )?;
+            provider.set_next_write_id(write_id.clone());
+            let updated = appending(dml, statement.updated_rows(source)?);
+            // A failed job deletes the write's directory: the delete files too.
+            let (_, rows) = self.write_files(ctx, updated, catalog).await?;
+            written.extend(rows);
+        }
+        self.commit_merge_on_read(provider.table(), &write_id, &written, delete_files)
+            .await
+    }
+
+    /// Commits a merge-on-read write: `written` holds its `delete_files` position delete
+    /// files, then its data files. The snapshot is a `delete` (deletes only), an
+    /// `append` (rows only) or an `overwrite` (both); no data file is removed.
+    pub(super) async fn commit_merge_on_read(
+        &self,
+        table: &Table,
+        write_id: &str,
+        written: &[WrittenFile],
+        delete_files: usize,
+    ) -> Result<()> {
+        let how = match (delete_files > 0, written.len() > delete_files) {
+            (false, _) => WriteCommit::Append,
+            (true, adds_rows) => WriteCommit::Overwrite(Overwrite {
+                removal: Removal::Nothing,
+                metadata_updates: Vec::new(),
+                operation: match adds_rows {
+                    true => Operation::Overwrite,
+                    false => Operation::Delete,
+                },
+            }),
         };
-        let how = WriteCommit::Overwrite(Overwrite {
-            removal: Removal::Nothing,
-            metadata_updates: Vec::new(),
-            operation,
-        });
-        commit_write(
-            self.catalog.as_ref(),
-            provider.table(),
-            &write_id,
-            &written,
-            &how,
-        )
-        .await?;
+        commit_write(self.catalog.as_ref(), table, write_id, written, &how).await?;
         Ok(())
     }
 
