@@ -159,11 +159,14 @@ def test_a_delete_reads_and_rewrites_only_the_files_that_hold_its_rows(cluster):
     assert before - after == {target} and len(after - before) == 1
 
 
-def test_a_merge_runs_on_the_executors(cluster):
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_a_merge_runs_on_the_executors(cluster, mode):
     server, executors = cluster
-    events_table(server, "merge", tags=FILES)
+    table = events_table(server, "merge", tags=FILES)
+    data_before = set(table.inspect.files()["file_path"].to_pylist())
     reads_before = Counter(path for e in executors for path in files_read(e))
     with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"ALTER TABLE merge.events SET TBLPROPERTIES ('write.merge.mode' = '{mode}')")
         cur.execute("CREATE TABLE merge.changes AS SELECT id * 2 AS id, 'changed' AS tag "
                     "FROM generate_series(3990, 4009) AS g(id)")
         cur.execute("MERGE INTO merge.events t USING merge.changes c ON t.id = c.id "
@@ -175,6 +178,15 @@ def test_a_merge_runs_on_the_executors(cluster):
     assert got == [{"n": 8010, "changed": 20}]
     reads = Counter(path for e in executors for path in files_read(e)) - reads_before
     assert all(files_read(e) for e in executors) and len(reads) >= FILES
+    after = server.pyiceberg().load_table("merge.events")
+    data_after = set(after.inspect.data_files()["file_path"].to_pylist())
+    deletes = after.inspect.delete_files().to_pylist()
+    if mode == "merge-on-read":
+        # The 10 matched rows are all in the file of ids 7000..7999: one delete file.
+        assert data_before < data_after and [d["record_count"] for d in deletes] == [10]
+    else:
+        assert deletes == [] and data_before - data_after
+    assert len(after.scan().to_arrow()) == 8010
 
 
 def test_compaction_runs_on_the_executors(cluster):
