@@ -4,7 +4,8 @@
 //! new snapshot), required to apply to the schema the statement read: a concurrent
 //! schema change makes it fail, not mix. Columns keep their field ids, so data written
 //! before reads on (a dropped column's data is no longer read; a re-added name is a new
-//! column).
+//! column). Nested fields are named by their path, through structs and — by Spark's
+//! names — a list's `element` and a map's `key` and `value` (map keys never change).
 
 use std::collections::HashMap;
 use std::sync::Arc;
