@@ -8,6 +8,7 @@ mod config;
 mod errors;
 mod filter;
 mod grouping;
+mod maintenance;
 mod metadata;
 mod operations;
 mod overwrite;

@@ -278,3 +278,15 @@ def test_a_merge_on_read_merge_failing_after_its_deletes_leaves_nothing(cur, cat
                            sql=f"MERGE INTO {events} t USING (SELECT 1 AS id UNION ALL SELECT 2) s "
                                f"ON t.id = s.id WHEN MATCHED THEN UPDATE SET id = t.id / (t.id - 1)")
     assert delete_files(catalog, events) == []
+
+
+def test_a_merge_on_read_merge_with_quoted_aliases_and_quotes_in_values(cur, catalog, events):
+    cur.execute(f"ALTER TABLE {events} SET TBLPROPERTIES ('write.merge.mode' = 'merge-on-read')")
+    assert affected(cur, f"""MERGE INTO {events} AS "T" USING (SELECT 2 AS id, 'it''s' AS "New Name") AS "S"
+        ON "T".id = "S".id
+        WHEN MATCHED THEN UPDATE SET name = "S"."New Name"
+        WHEN NOT MATCHED THEN INSERT (id, name) VALUES ("S".id, 'x')""") == 1
+    got = {r["id"]: r["name"] for r in rows(cur, events)}
+    assert got[2] == "it's" and len(got) == 7
+    assert {r["id"]: r["name"] for r in pyiceberg_rows(catalog, events)} == got
+    assert [d[2] for d in delete_files(catalog, events)] == [1]

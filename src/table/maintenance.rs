@@ -7,6 +7,7 @@
 //! they referenced: manifest lists, manifests, data and delete files. A file that a
 //! kept snapshot, or a write not yet committed, uses is never deleted.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use futures::TryStreamExt;
@@ -230,7 +231,7 @@ pub async fn orphan_files(
     let root = metadata.location().trim_end_matches('/');
     let snapshots: Vec<&SnapshotRef> = metadata.snapshots().collect();
     let files = files_of(table, &snapshots).await?;
-    let mut referenced: HashSet<&str> = files
+    let mut referenced: HashSet<Cow<str>> = files
         .data
         .iter()
         .chain(&files.deletes)
@@ -268,12 +269,12 @@ pub async fn orphan_files(
         .filter(|(path, modified_ms)| {
             let path = comparable(path);
             let relative = path
-                .strip_prefix(root)
-                .unwrap_or(path)
+                .strip_prefix(root.as_ref())
+                .unwrap_or(&path)
                 .trim_start_matches('/');
             may_be_orphan(relative)
                 && *modified_ms < older_than_ms
-                && !referenced.contains(path)
+                && !referenced.contains(&path)
                 && !in_flight.iter().any(|dir| path.starts_with(dir.as_str()))
         })
         .map(|(path, _)| path)
@@ -289,14 +290,21 @@ pub async fn delete_files(table: &Table, paths: &[String]) -> u64 {
     deleted
 }
 
-/// A path as it compares with others: a local one without its `file:` scheme.
-fn comparable(location: &str) -> &str {
+/// A path as it compares with others: a local one without its `file:` scheme, an S3
+/// one under `s3://` whichever of Hadoop's names (`s3a:`, `s3n:`) it is written with —
+/// the same object must never look unreferenced for being spelled otherwise.
+pub fn comparable(location: &str) -> Cow<'_, str> {
+    for hadoop in ["s3a://", "s3n://"] {
+        if let Some(rest) = location.strip_prefix(hadoop) {
+            return Cow::Owned(format!("s3://{rest}"));
+        }
+    }
     let path = location
         .strip_prefix("file://")
         .or_else(|| location.strip_prefix("file:"))
         .unwrap_or(location);
-    match path.starts_with('/') {
+    Cow::Borrowed(match path.starts_with('/') {
         true => path,
         false => location,
-    }
+    })
 }
