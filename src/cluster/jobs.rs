@@ -324,6 +324,11 @@ impl ExecutorWatch {
     }
 }
 
+/// How a task the scheduler cancelled fails its job. The scheduler cancels the running
+/// tasks of the stages it rolls back when it loses an executor (ballista-scheduler
+/// `remove_executor`), before our watch may have noticed the loss.
+const TASK_CANCELLED: &str = "runtime execution error: Cancelled";
+
 fn is_final(status: &Option<job_status::Status>) -> bool {
     matches!(
         status,
@@ -339,6 +344,12 @@ fn job_error(message: &str) -> FloeError {
     // Ballista's whole message for a job cancelled through its scheduler.
     if message == "Cancelled" {
         return FloeError::new(ErrorKind::Cancelled, "the statement was cancelled");
+    }
+    if message.contains(TASK_CANCELLED) {
+        return FloeError::unavailable(format!(
+            "{EXECUTOR_LOST}: the scheduler lost an executor while the statement ran and \
+             cancelled its tasks; nothing was committed, retrying is safe"
+        ));
     }
     FloeError::internal(message.trim().to_string())
 }
