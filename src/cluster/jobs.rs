@@ -326,7 +326,9 @@ impl ExecutorWatch {
 
 /// How a task the scheduler cancelled fails its job. The scheduler cancels the running
 /// tasks of the stages it rolls back when it loses an executor (ballista-scheduler
-/// `remove_executor`), before our watch may have noticed the loss.
+/// `remove_executor`), before our watch may have noticed the loss. The job's error is
+/// then "Job failed due to stage N failed: Task failed due to runtime execution error:
+/// Cancelled" and a newline, hence `contains`.
 const TASK_CANCELLED: &str = "runtime execution error: Cancelled";
 
 fn is_final(status: &Option<job_status::Status>) -> bool {
