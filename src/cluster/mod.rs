@@ -1,10 +1,11 @@
 //! Ballista embedding: the scheduler inside the coordinator, in-process and remote
 //! executors, job submission, cancellation and result streams.
 //!
-//! Statements are planned on a `SessionContext` made by the embedded scheduler's
-//! session manager, so live table providers stay in the coordinator (no logical plan
-//! round trip); the scheduler plans physically with that context, cuts stages and
-//! ships them to executors through [`FloePhysicalCodec`](crate::codec::FloePhysicalCodec).
+//! Statements are planned on a `SessionContext` of the coordinator (a clone of the
+//! session the scheduler's own builder makes), so live table providers stay in the
+//! coordinator (no logical plan round trip); the embedded scheduler plans physically
+//! with that context, cuts stages and ships them to executors through
+//! [`FloePhysicalCodec`](crate::codec::FloePhysicalCodec).
 
 mod activity;
 mod coordinator_service;
@@ -26,6 +27,7 @@ use ballista_scheduler::cluster::{BallistaCluster, JobState};
 use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
 use ballista_scheduler::scheduler_process::create_scheduler;
 use ballista_scheduler::scheduler_server::SchedulerServer;
+use datafusion::catalog::MemoryCatalogProviderList;
 use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -57,7 +59,9 @@ pub const RESULT_RETENTION: Duration = Duration::from_secs(1800);
 pub struct Cluster {
     scheduler: Scheduler,
     jobs: Arc<jobs::ActiveJobs>,
-    config: Arc<dyn Fn() -> SessionConfig + Send + Sync>,
+    /// Every statement's session starts as a clone of this: building a session
+    /// registers every function again, which costs more than planning a small query.
+    session_template: Arc<SessionState>,
     scheduler_addr: SocketAddr,
     local_results: Arc<result_files::LocalResultFiles>,
     /// Where finished jobs' execution graphs are kept (for EXPLAIN ANALYZE).
@@ -107,6 +111,10 @@ impl Cluster {
         let (catalog_name, partitions) = (options.catalog_name.clone(), options.target_partitions);
         let config: Arc<dyn Fn() -> SessionConfig + Send + Sync> =
             Arc::new(move || session_config(&catalog_name, partitions));
+        let session_template = Arc::new(
+            session_builder(config())
+                .map_err(|e| FloeError::internal(format!("building the session: {e}")))?,
+        );
         let addr = options.scheduler_addr;
         let scheduler_config = SchedulerConfig {
             bind_host: addr.ip().to_string(),
@@ -144,7 +152,7 @@ impl Cluster {
         Ok(Self {
             scheduler,
             jobs: Arc::default(),
-            config,
+            session_template,
             scheduler_addr: addr,
             local_results: Arc::default(),
             job_state,
@@ -203,14 +211,11 @@ impl Cluster {
 
     /// A fresh context for one statement, whose unqualified table names are in
     /// `default_schema`.
-    pub async fn statement_context(&self, default_schema: &str) -> Result<Arc<SessionContext>> {
-        let mut config = (self.config)();
-        config.options_mut().catalog.default_schema = default_schema.to_string();
-        self.scheduler
-            .state
-            .session_manager
-            .create_or_update_session("floe", &config)
-            .await
-            .map_err(|e| FloeError::internal(format!("creating a session: {e}")))
+    pub fn statement_context(&self, default_schema: &str) -> Arc<SessionContext> {
+        let mut state = SessionState::clone(&self.session_template);
+        // Clones share the catalog list, and each statement registers its own catalog.
+        state.register_catalog_list(Arc::new(MemoryCatalogProviderList::new()));
+        state.config_mut().options_mut().catalog.default_schema = default_schema.to_string();
+        Arc::new(SessionContext::new_with_state(state))
     }
 }

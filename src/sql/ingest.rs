@@ -200,7 +200,7 @@ impl Engine {
             else {
                 return Err(FloeError::internal("an ingest plan is an INSERT"));
             };
-            let ctx = self.cluster.statement_context(&namespace).await?;
+            let ctx = self.cluster.statement_context(&namespace);
             ctx.register_catalog(&self.catalog_name, resolution.catalog.clone());
             let may_commit = || match client_gone.is_cancelled() {
                 true => Err(cancelled_upload()),

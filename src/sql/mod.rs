@@ -459,17 +459,18 @@ impl Engine {
         {
             return Ok(None);
         }
-        let planned = query.ctx.state().create_physical_plan(&query.plan).await;
+        // One copy of the session state for both (each copy copies its function registries).
+        let state = query.ctx.state();
+        let planned = state.create_physical_plan(&query.plan).await;
         let plan = planned
             .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e.into()))?;
         if !small::is_small(&plan, self.local_query_max_bytes) {
             return Ok(None);
         }
+        let task = TaskContext::from(&state);
         let task = match &self.local_runtime {
-            Some(runtime) => {
-                Arc::new(TaskContext::from(&query.ctx.state()).with_runtime(runtime.clone()))
-            }
-            None => query.ctx.task_ctx(),
+            Some(runtime) => Arc::new(task.with_runtime(runtime.clone())),
+            None => Arc::new(task),
         };
         Ok(Some(execute_stream(plan, task)?))
     }
@@ -581,7 +582,7 @@ impl Engine {
         params: &[ScalarValue],
     ) -> Result<(Arc<StatementCatalog>, Planned, SchemaRef)> {
         rewrite_before_resolving(&mut statement)?;
-        let ctx = self.cluster.statement_context(&caller.schema).await?;
+        let ctx = self.cluster.statement_context(&caller.schema);
         let Resolution {
             catalog,
             uses_information_schema,
