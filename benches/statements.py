@@ -2,7 +2,8 @@
 files in-process, in one run on the same data and cores:
 
 * latency (median of 50 after 10 warm-ups) of `SELECT 1`, `count(*)` of lineitem, and
-  point lookups on customer (one column, all columns) through ADBC;
+  point lookups on customer (one column, all columns) through ADBC, and the CPU the
+  coordinator spent per statement;
 * `SELECT *` of lineitem through ADBC: time to the first batch, total time, MB/s of
   Arrow, and the coordinator's peak memory; all-in-one, and from two executor processes.
 
@@ -29,14 +30,25 @@ STATEMENTS = {
 }
 
 
-def latency(run, sql):
-    """Median seconds of 50 runs after 10 warm-ups; lookups vary their key."""
+def latency(run, sql, pid=None):
+    """Median seconds of 50 runs after 10 warm-ups, and the CPU seconds process `pid` spent
+    per run (None without `pid`); lookups vary their key."""
     times = []
     for i in range(60):
+        if i == 10 and pid:
+            cpu_before = cpu_seconds(pid)
         started = time.perf_counter()
         run(sql.format(k=1000 + i * 997))
         times.append(time.perf_counter() - started)
-    return statistics.median(times[10:])
+    cpu = (cpu_seconds(pid) - cpu_before) / 50 if pid else None
+    return statistics.median(times[10:]), cpu
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds process `pid` has used so far. On a shared host its
+    difference between builds is steadier than latency."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def select_all(cur, pid=None):
@@ -63,7 +75,7 @@ def datafusion_baseline(files):
     ctx = datafusion.SessionContext(datafusion.SessionConfig().with_target_partitions(os.cpu_count()))
     for name, paths in files.items():
         ctx.register_parquet(name, str(Path(paths[0].removeprefix("file://")).parent))
-    lat = {n: latency(lambda sql: ctx.sql(sql).to_arrow_table(), sql) for n, sql in STATEMENTS.items()}
+    lat = {n: latency(lambda sql: ctx.sql(sql).to_arrow_table(), sql)[0] for n, sql in STATEMENTS.items()}
     runs = []
     for _ in range(3):
         started = time.perf_counter()
@@ -77,8 +89,10 @@ def floe_run(server, pid):
         def run(sql):
             cur.execute(sql)
             cur.fetchall()
-        lat = {n: latency(run, sql) for n, sql in STATEMENTS.items()}
-        return lat, select_all(cur, pid)
+        measured = {n: latency(run, sql, pid) for n, sql in STATEMENTS.items()}
+        lat = {n: seconds for n, (seconds, _) in measured.items()}
+        cpu = {n: cpu for n, (_, cpu) in measured.items()}
+        return lat, select_all(cur, pid), cpu
 
 
 def main():
@@ -100,8 +114,13 @@ def main():
         ms = {e: r[0][name] * 1000 for e, r in results.items()}
         print(f"{name:<22}" + "".join(f"{ms[e]:>11.2f} ms" for e in results) + "".join(
             f"{ms[e] / ms['datafusion']:>14.2f}" for e in results if e != "datafusion"))
+    floes = {e: r[2] for e, r in results.items() if e != "datafusion"}
+    print("coordinator CPU per statement (user + system, over the same 50 runs):")
+    print(f"{'statement':<22}" + "".join(f"{e:>14}" for e in floes))
+    for name in STATEMENTS:
+        print(f"{name:<22}" + "".join(f"{cpu[name] * 1000:>11.2f} ms" for cpu in floes.values()))
     print("SELECT * FROM lineitem (best of 3):")
-    for e, (_, (first, seconds, mb, peak)) in results.items():
+    for e, (_, (first, seconds, mb, peak), *_) in results.items():
         first_text = f"first batch {first * 1000:.0f} ms, " if first else ""
         peak_text = f", coordinator peak {peak:.0f} MB" if peak else ""
         print(f"  {e:<12} {first_text}{seconds:.2f} s, {mb / seconds:.0f} MB/s of {mb:.0f} MB{peak_text}")
