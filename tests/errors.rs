@@ -2,6 +2,7 @@
 
 use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
+use floe::cluster::failed_job_error;
 use floe::error::{ErrorKind, FloeError};
 
 #[test]
@@ -54,4 +55,45 @@ fn task_reports_survive_ballistas_formatting() {
     assert!(FloeError::from_task_report("Task failed: Cancelled").is_none());
     assert!(FloeError::from_task_report("[floe-error bogus 41]").is_none());
     assert!(FloeError::from_task_report("[floe-error internal 4]").is_none());
+}
+
+/// How a failed job's status text (ballista-scheduler's "Job failed due to stage {id}
+/// failed: {error}\n") reaches the client.
+#[test]
+fn failed_jobs_keep_what_the_user_must_know() {
+    let stage_failed = |error: &str| format!("Job failed due to stage 2 failed: {error}\n");
+    // The scheduler dropped an executor before Floe noticed, and cancelled the
+    // survivors' tasks of the rolled-back stages: a retry is safe.
+    let lost = failed_job_error(&stage_failed(
+        "Task failed due to runtime execution error: Cancelled",
+    ));
+    assert_eq!(lost.kind, ErrorKind::Unavailable);
+    assert!(
+        lost.message.starts_with("lost executor"),
+        "{}",
+        lost.message
+    );
+    assert!(
+        lost.message.contains("retrying is safe"),
+        "{}",
+        lost.message
+    );
+
+    let cancelled = failed_job_error("Cancelled");
+    assert_eq!(cancelled.kind, ErrorKind::Cancelled);
+
+    let reported = FloeError::invalid("NULL value in NOT NULL column 'id'");
+    let back = failed_job_error(&stage_failed(&format!(
+        "Task failed: DataFusionError(External({}))",
+        reported.task_report()
+    )));
+    assert_eq!(back.kind, ErrorKind::InvalidArgument);
+    assert_eq!(back.message, reported.message);
+
+    let other = failed_job_error(&stage_failed("Stage 2 has failed 4 times"));
+    assert_eq!(other.kind, ErrorKind::Internal);
+    assert_eq!(
+        other.message,
+        "Job failed due to stage 2 failed: Stage 2 has failed 4 times"
+    );
 }

@@ -202,7 +202,7 @@ impl Cluster {
                 locations.sort_by_key(|l| l.partition_id.as_ref().map(|p| p.partition_id));
                 Ok(locations)
             }
-            Some(job_status::Status::Failed(failed)) => Err(job_error(&failed.error)),
+            Some(job_status::Status::Failed(failed)) => Err(failed_job_error(&failed.error)),
             _ => Err(FloeError::internal(format!(
                 "job {} ended without a status",
                 job.job_id
@@ -338,8 +338,9 @@ fn is_final(status: &Option<job_status::Status>) -> bool {
     )
 }
 
-/// A failed job's error: the one its executor reported, or Ballista's own.
-fn job_error(message: &str) -> FloeError {
+/// A failed job's error, from the text Ballista's job status carries: the error a task
+/// reported (with its kind), a cancellation, or an executor lost under a running stage.
+pub fn failed_job_error(message: &str) -> FloeError {
     if let Some(error) = FloeError::from_task_report(message) {
         return error;
     }

@@ -36,6 +36,7 @@ use tokio::task::JoinHandle;
 
 pub use activity::TaskCounts;
 pub use executor::{ExecutorOptions, memory_share, run_executor};
+pub use jobs::failed_job_error;
 
 use crate::catalog::DEFAULT_NAMESPACE;
 use crate::codec::FloePhysicalCodec;
