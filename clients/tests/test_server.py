@@ -1,5 +1,5 @@
-"""The server process: start-up checks, handshake, SqlInfo, graceful shutdown, and
-catalogs made by older pyiceberg versions."""
+"""The server process: start-up checks, handshake, SqlInfo, graceful shutdown,
+catalogs made by older pyiceberg versions, and clients planning at the same time."""
 
 import sqlite3
 import threading
@@ -132,3 +132,40 @@ def test_sigterm_during_an_insert_fails_it_cleanly(tmp_path):
     assert "shutting down" in outcome.get("error", ""), outcome
     assert not list((tmp_path / "data" / "warehouse").rglob("*.parquet"))
     assert srv.pyiceberg().load_table("default.big").snapshots() == []
+
+
+def test_clients_at_the_same_time_each_read_their_own_schema(server, cur, schema):
+    """Each statement plans on its own copy of the session: two clients whose default
+    schemas differ, running statements at the same time, each read their own `t`."""
+    other = f"{schema}_other"
+    cur.execute(f"CREATE SCHEMA {other}")
+    for name, value in ((schema, 1), (other, 2)):
+        cur.execute(f"CREATE TABLE {name}.t (v INT)")
+        cur.execute(f"INSERT INTO {name}.t VALUES ({value})")
+    start = threading.Barrier(2)
+    answers, errors = {}, []
+
+    def read(name):
+        try:
+            with server.connect() as conn, conn.cursor() as c:
+                conn.adbc_current_db_schema = name
+                start.wait()
+                answers[name] = {
+                    tuple(row.values())
+                    for _ in range(40)
+                    for row in query(c, "SELECT v, 'it''s' AS q FROM t").to_pylist()
+                }
+        except Exception as e:  # reported below, with the other thread's answer
+            errors.append(e)
+
+    threads = [threading.Thread(target=read, args=(name,)) for name in (schema, other)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert not errors, errors
+        assert answers == {schema: {(1, "it's")}, other: {(2, "it's")}}
+    finally:
+        cur.execute(f"DROP TABLE {other}.t")
+        cur.execute(f"DROP SCHEMA {other}")
