@@ -12,6 +12,7 @@ import pytest
 from conftest import Server, query
 
 SMALL = [(1, 10), (2000, 20), (9001, 30), (3999, 40), (9002, 50), (None, 60)]
+BIG_REPEATS = 100  # big.v = big.k % 100: each value 40 times
 
 QUERIES = {
     "inner": "SELECT count(*) FROM small JOIN big ON small.k = big.k",
@@ -28,6 +29,10 @@ QUERIES = {
     "semi, big in small": "SELECT count(*) FROM big WHERE k IN (SELECT k FROM small)",
     "anti, big not in small": "SELECT count(*) FROM big WHERE NOT EXISTS "
                               "(SELECT 1 FROM small WHERE big.k = small.k)",
+    "semi, repeated keys": "SELECT count(*) FROM small WHERE k IN (SELECT v FROM big)",
+    "anti, repeated keys": "SELECT count(*) FROM small WHERE NOT EXISTS "
+                           "(SELECT 1 FROM big WHERE big.v = small.k)",
+    "mark, IN or a filter": "SELECT count(*) FROM small WHERE k IN (SELECT v FROM big) OR v > 50",
     "rows of a left join": "SELECT small.v, big.v AS w FROM small LEFT JOIN big ON small.k = big.k",
 }
 
@@ -41,7 +46,7 @@ def join_server(tmp_path_factory):
         with server.connect() as conn, conn.cursor() as cur:
             cur.execute("CREATE TABLE big (k INT, v INT)")
             for part in range(4):  # four files
-                rows = ", ".join(f"({k}, {k})" for k in range(part * 1000, (part + 1) * 1000))
+                rows = ", ".join(f"({k}, {k % BIG_REPEATS})" for k in range(part * 1000, (part + 1) * 1000))
                 cur.execute(f"INSERT INTO big VALUES {rows}")
             cur.execute("CREATE TABLE small (k INT, v INT)")
             for half in (SMALL[:3], SMALL[3:]):  # two files
@@ -49,7 +54,7 @@ def join_server(tmp_path_factory):
                 cur.execute(f"INSERT INTO small VALUES {rows}")
         reference = duckdb.connect()
         reference.register("big", pa.table({"k": pa.array(range(4000), pa.int32()),
-                                            "v": pa.array(range(4000), pa.int32())}))
+                                            "v": pa.array([k % BIG_REPEATS for k in range(4000)], pa.int32())}))
         reference.register("small", pa.table({"k": pa.array([k for k, _ in SMALL], pa.int32()),
                                               "v": pa.array([v for _, v in SMALL], pa.int32())}))
         yield server, reference
@@ -87,6 +92,20 @@ def test_a_small_build_side_is_broadcast_where_that_is_correct(join_server):
     for kept in ["left, small preserved", "right, small preserved", "full"]:
         plan = plan_of(server, QUERIES[kept])
         assert "mode=Partitioned" in plan and "mode=CollectLeft" not in plan, kept
+
+
+def test_a_semi_or_anti_joins_other_side_drops_repeated_keys_before_its_shuffle(join_server):
+    server, _ = join_server
+    # Only whether a key exists matters on that side: where the statistics show that
+    # keys repeat (big.v has 100 values in 4,000 rows), each task aggregates its keys (a
+    # partial aggregate without aggregate functions) before the hash shuffle; keys that
+    # may all differ (big.k) are shuffled as they are.
+    distinct_v = "AggregateExec: mode=Partial, gby=[v@0 as v], aggr=[]"
+    for name in ["semi, repeated keys", "anti, repeated keys", "mark, IN or a filter"]:
+        plan = plan_of(server, QUERIES[name])
+        assert "mode=Partitioned" in plan and distinct_v in plan, (name, plan)
+    plan = plan_of(server, QUERIES["semi, small in big"])
+    assert "mode=Partitioned" in plan and "aggr=[]" not in plan, plan
 
 
 def test_a_build_side_over_the_memory_budget_fails_cleanly(tmp_path):
