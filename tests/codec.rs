@@ -20,7 +20,7 @@ use floe::table::scan::{
 };
 use floe::table::staged_scan::StagedScanExec;
 use floe::table::staging::{StagedFile, group_staged};
-use floe::table::write::{IcebergWriteExec, WriteSpec};
+use floe::table::write::{IcebergWriteExec, ParquetSettings, WriteSpec};
 use iceberg::expr::{Bind, Reference};
 use iceberg::spec::{Datum, FormatVersion, PartitionSpec, PrimitiveLiteral, Struct, Transform};
 use prost::Message;
@@ -214,7 +214,11 @@ fn write_spec(partition_spec: PartitionSpec, clustered: bool) -> WriteSpec {
         write_id: "0190-abc".into(),
         format_version: FormatVersion::V2,
         target_file_size_bytes: 1 << 20,
-        compression_codec: "zstd".into(),
+        parquet: ParquetSettings {
+            codec: "snappy".into(),
+            page_row_limit: 7,
+            page_size_bytes: 4096,
+        },
         clustered,
     }
 }
@@ -243,6 +247,7 @@ fn write_node_decodes_to_the_same_spec() {
     assert_eq!(got.data_location, write.data_location);
     assert_eq!(got.format_version, write.format_version);
     assert_eq!(got.target_file_size_bytes, write.target_file_size_bytes);
+    assert_eq!(got.parquet, write.parquet);
     assert!(got.clustered);
 }
 

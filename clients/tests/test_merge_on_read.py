@@ -94,6 +94,21 @@ def test_delete_with_a_subquery_and_null_conditions(cur, catalog, events, schema
     assert [r["id"] for r in pyiceberg_rows(catalog, events)] == [1]
 
 
+def test_filtered_reads_skip_pages_and_deleted_rows_together(cur, catalog, schema):
+    """A file of many pages with position deletes: a filter's pages and the deleted rows
+    are both left out, by Floe as by pyiceberg."""
+    table = f"{schema}.pages"
+    cur.execute(f"CREATE TABLE {table} TBLPROPERTIES ('write.delete.mode' = 'merge-on-read', "
+                f"'write.parquet.page-row-limit' = '10') AS SELECT value AS id FROM generate_series(1, 300)")
+    live = [i for i in range(1, 301) if i % 7 and not 95 <= i <= 125]
+    assert affected(cur, f"DELETE FROM {table} WHERE id % 7 = 0 OR id BETWEEN 95 AND 125") == 300 - len(live)
+    for low, high in [(1, 9), (90, 130), (200, 260), (295, 400)]:
+        got = query(cur, f"SELECT id FROM {table} WHERE id BETWEEN {low} AND {high} ORDER BY id")
+        expected = [i for i in live if low <= i <= high]
+        assert got["id"].to_pylist() == expected, (low, high)
+        assert sorted(r["id"] for r in pyiceberg_rows(catalog, table) if low <= r["id"] <= high) == expected
+
+
 def test_update_and_compaction_after_merge_on_read_deletes(cur, catalog, events):
     assert affected(cur, f"DELETE FROM {events} WHERE id IN (2, 5)") == 2
     # UPDATE and MERGE rewrite the files (reading through the deletes).

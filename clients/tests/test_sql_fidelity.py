@@ -107,6 +107,8 @@ def test_create_table_honours_location_comment_and_properties(server, cur, catal
           "INVALID_ARGUMENT", "zip")
     fails(cur, f"CREATE TABLE {schema}.bad_size (a INT) TBLPROPERTIES ('write.target-file-size-bytes' = 'big')",
           "INVALID_ARGUMENT", "write.target-file-size-bytes")
+    fails(cur, f"CREATE TABLE {schema}.bad_page (a INT) TBLPROPERTIES ('write.parquet.page-row-limit' = '0')",
+          "INVALID_ARGUMENT", "write.parquet.page-row-limit")
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ use crate::table::scan::{IcebergScanExec, ScanParts, TaskGroups};
 use crate::table::staged_scan::StagedScanExec;
 use crate::table::staging::{StagedFile, schema_from_ipc, schema_to_ipc};
 use crate::table::transforms::{self, TransformUdf};
-use crate::table::write::{IcebergWriteExec, WriteSpec};
+use crate::table::write::{IcebergWriteExec, ParquetSettings, WriteSpec};
 
 pub mod task_groups;
 
@@ -275,7 +275,9 @@ fn encode_write(spec: &WriteSpec, position_deletes: bool) -> Result<proto::Write
         write_id: spec.write_id.clone(),
         format_version: spec.format_version as i32,
         target_file_size_bytes: spec.target_file_size_bytes,
-        compression_codec: spec.compression_codec.clone(),
+        compression_codec: spec.parquet.codec.clone(),
+        page_row_limit: spec.parquet.page_row_limit as u64,
+        page_size_bytes: spec.parquet.page_size_bytes as u64,
         clustered: spec.clustered,
         position_deletes,
     })
@@ -297,7 +299,11 @@ fn decode_write(node: proto::WriteNode) -> Result<WriteSpec> {
         write_id: node.write_id,
         format_version,
         target_file_size_bytes: node.target_file_size_bytes,
-        compression_codec: node.compression_codec,
+        parquet: ParquetSettings {
+            codec: node.compression_codec,
+            page_row_limit: node.page_row_limit as usize,
+            page_size_bytes: node.page_size_bytes as usize,
+        },
         clustered: node.clustered,
     })
 }

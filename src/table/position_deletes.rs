@@ -45,7 +45,6 @@ use iceberg::writer::file_writer::rolling_writer::{RollingFileWriter, RollingFil
 use super::arrow_schema;
 use super::write::{
     DeleteOnDrop, RecordingLocations, WriteSpec, descriptor_batch, descriptor_schema,
-    writer_properties,
 };
 use crate::error::{FloeError, Result, iceberg_to_df};
 
@@ -209,10 +208,7 @@ async fn write_partition(
     let mut cleanup = DeleteOnDrop::new(&locations, &file_io);
     let schema = delete_file_schema()?;
     let file_schema = arrow_schema(&schema)?;
-    let parquet = ParquetWriterBuilder::new(
-        writer_properties(&spec.compression_codec)?,
-        Arc::new(schema),
-    );
+    let parquet = ParquetWriterBuilder::new(spec.parquet.writer_properties()?, Arc::new(schema));
     let rolling = RollingFileWriterBuilder::new(
         parquet,
         spec.target_file_size_bytes as usize,

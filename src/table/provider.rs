@@ -25,7 +25,7 @@ use super::journal;
 use super::position_deletes::PositionDeleteWriteExec;
 use super::scan::{IcebergScanExec, Reading, plan_scan, with_position_columns};
 use super::write::{
-    COMPRESSION_CODEC, IcebergWriteExec, TARGET_FILE_SIZE, WriteSpec, distribution_mode,
+    IcebergWriteExec, ParquetSettings, TARGET_FILE_SIZE, WriteSpec, distribution_mode,
 };
 use super::write_protocol::{new_write_id, write_location};
 use super::{plan_schema, transforms};
@@ -312,8 +312,7 @@ impl TableProvider for IcebergTableProvider {
             target_file_size_bytes: property(metadata, TARGET_FILE_SIZE)
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(512 * 1024 * 1024),
-            compression_codec: property(metadata, COMPRESSION_CODEC)
-                .unwrap_or_else(|| "zstd".to_string()),
+            parquet: ParquetSettings::of(metadata.properties())?,
             clustered,
         };
         if let Ok(mut writes) = self.planned_writes.lock() {

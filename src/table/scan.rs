@@ -31,7 +31,7 @@ use datafusion::physical_plan::{
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, TryStreamExt};
-use iceberg::arrow::{ArrowReader, ArrowReaderBuilder};
+use iceberg::arrow::{ArrowReader, ArrowReaderBuilder, ScanResult};
 use iceberg::expr::Bind;
 use iceberg::expr::BoundPredicate;
 use iceberg::scan::{FileScanTask, FileScanTaskStream};
@@ -729,10 +729,14 @@ impl ExecutionPlan for IcebergScanExec {
         let tasks = self.tasks_of(partition);
         let mut metrics = ScanMetrics::new(&self.metrics, partition);
         let runtime = iceberg::Runtime::try_current().map_err(iceberg_to_df)?;
+        // Row selection reads a file's page index (where it has one, as every file Floe
+        // writes does) and skips the pages the predicate rules out: a lookup decodes one
+        // page per column instead of whole row groups.
         let reader = ArrowReaderBuilder::new(self.parts.storage.file_io(), runtime)
             .with_batch_size(context.session_config().batch_size())
             .with_data_file_concurrency_limit(1)
             .with_row_group_filtering_enabled(true)
+            .with_row_selection_enabled(true)
             .build();
         let reshaped = Arc::new(self.parts.reshaped_field_ids.clone());
         let (table, file_io) = (self.parts.table.clone(), self.parts.storage.file_io());
@@ -759,13 +763,11 @@ impl ExecutionPlan for IcebergScanExec {
             } else {
                 in_file_shapes(tasks, reshaped.clone(), file_io)
             };
+            let bytes_read = metrics.bytes_read.clone();
             let batches = match positions {
-                true => read_with_positions(reader, tasks),
-                false => reader
-                    .read(tasks)
-                    .map_err(iceberg_to_df)?
-                    .stream()
-                    .map(|batch| Ok((batch.map_err(iceberg_to_df)?, None)))
+                true => read_with_positions(reader, tasks, bytes_read),
+                false => counting_bytes(reader.read(tasks).map_err(iceberg_to_df)?, bytes_read)
+                    .map(|batch| Ok((batch?, None)))
                     .boxed(),
             };
             Ok::<_, DataFusionError>(batches.map(move |read| {
@@ -789,11 +791,14 @@ impl ExecutionPlan for IcebergScanExec {
 }
 
 /// What EXPLAIN ANALYZE shows of a scan, per partition: the files (or file ranges) and
-/// bytes planned, the rows read, and the wall time from the partition's start to its
-/// last batch (reading, and waiting for storage and for the operators above).
+/// bytes planned, the bytes read from storage (of data files: footers, page indexes and
+/// the pages not skipped; and delete files), the rows read, and the wall time from the
+/// partition's start to its last batch (reading, and waiting for storage and for the
+/// operators above).
 struct ScanMetrics {
     files: Count,
     bytes_planned: Count,
+    bytes_read: Count,
     rows: Count,
     scanning: Time,
     since: std::time::Instant,
@@ -804,6 +809,7 @@ impl ScanMetrics {
         Self {
             files: MetricBuilder::new(set).counter("files", partition),
             bytes_planned: MetricBuilder::new(set).counter("bytes_planned", partition),
+            bytes_read: MetricBuilder::new(set).counter("bytes_read", partition),
             rows: MetricBuilder::new(set).output_rows(partition),
             scanning: MetricBuilder::new(set).subset_time("time_elapsed_scanning", partition),
             since: std::time::Instant::now(),
@@ -854,18 +860,23 @@ type PositionedBatches = BoxStream<'static, DfResult<(RecordBatch, Option<Positi
 
 /// Reads the tasks one after another, each file on its own, counting its rows: with
 /// neither a row filter nor deletes, the n-th row read is the file's n-th row.
-fn read_with_positions(reader: ArrowReader, tasks: FileScanTaskStream) -> PositionedBatches {
+fn read_with_positions(
+    reader: ArrowReader,
+    tasks: FileScanTaskStream,
+    bytes_read: Count,
+) -> PositionedBatches {
     tasks
         .map(move |task| {
-            let reader = reader.clone();
+            let (reader, bytes_read) = (reader.clone(), bytes_read.clone());
             async move {
                 let task = task.map_err(iceberg_to_df)?;
                 let file: Arc<str> = task.data_file_path.as_str().into();
                 let one = futures::stream::iter([Ok(task)]).boxed();
-                let batches = reader.read(one).map_err(iceberg_to_df)?.stream();
+                let read = reader.read(one).map_err(iceberg_to_df)?;
+                let batches = counting_bytes(read, bytes_read);
                 let mut next = 0i64;
                 Ok::<_, DataFusionError>(batches.map(move |batch| {
-                    let batch = batch.map_err(iceberg_to_df)?;
+                    let batch = batch?;
                     let first = next;
                     next += batch.num_rows() as i64;
                     let file = file.clone();
@@ -875,6 +886,24 @@ fn read_with_positions(reader: ArrowReader, tasks: FileScanTaskStream) -> Positi
         })
         .buffered(1)
         .try_flatten()
+        .boxed()
+}
+
+/// The batches of `read`; when they end, the bytes it read from storage are added to
+/// `bytes_read`.
+fn counting_bytes(
+    read: ScanResult,
+    bytes_read: Count,
+) -> BoxStream<'static, DfResult<RecordBatch>> {
+    let storage = read.metrics().clone();
+    let done = futures::stream::once(async move {
+        bytes_read.add(usize::try_from(storage.bytes_read()).unwrap_or(usize::MAX));
+        None
+    });
+    read.stream()
+        .map(|batch| Some(batch.map_err(iceberg_to_df)))
+        .chain(done)
+        .filter_map(futures::future::ready)
         .boxed()
 }
 

@@ -76,7 +76,7 @@ pub struct WriteSpec {
     pub write_id: String,
     pub format_version: FormatVersion,
     pub target_file_size_bytes: u64,
-    pub compression_codec: String,
+    pub parquet: ParquetSettings,
     /// Each task's rows arrive sorted by partition and are written one partition at a
     /// time (one open file per task); else each task keeps a file open per partition
     /// value it sees (fanout).
@@ -227,10 +227,7 @@ async fn write_partition(
     let file_io = spec.storage.file_io();
     let locations = RecordingLocations::under(&spec.data_location);
     let mut cleanup = DeleteOnDrop::new(&locations, &file_io);
-    let parquet = ParquetWriterBuilder::new(
-        writer_properties(&spec.compression_codec)?,
-        spec.schema.clone(),
-    );
+    let parquet = ParquetWriterBuilder::new(spec.parquet.writer_properties()?, spec.schema.clone());
     let rolling = RollingFileWriterBuilder::new(
         parquet,
         spec.target_file_size_bytes as usize,
@@ -461,6 +458,10 @@ pub fn conform_to_table(batch: RecordBatch, table_schema: &SchemaRef) -> DfResul
 
 /// Table property: the Parquet compression codec of new data files.
 pub const COMPRESSION_CODEC: &str = "write.parquet.compression-codec";
+/// Table property: the most rows a Parquet page of new data files holds.
+pub const PAGE_ROW_LIMIT: &str = "write.parquet.page-row-limit";
+/// Table property: the size at which a Parquet page of new data files is closed.
+pub const PAGE_SIZE: &str = "write.parquet.page-size-bytes";
 /// Table property: how a DELETE removes rows: `copy-on-write` (the default) rewrites
 /// the data files that hold them, `merge-on-read` writes position delete files.
 pub const DELETE_MODE: &str = "write.delete.mode";
@@ -513,21 +514,26 @@ pub fn distribution_mode(properties: &HashMap<String, String>) -> Result<(bool, 
 }
 
 pub fn check_write_properties(properties: &HashMap<String, String>) -> Result<()> {
-    if let Some(codec) = properties.get(COMPRESSION_CODEC) {
-        writer_properties(codec)?;
-    }
+    ParquetSettings::of(properties)?.writer_properties()?;
     distribution_mode(properties)?;
     merge_on_read(properties, DELETE_MODE)?;
     merge_on_read(properties, UPDATE_MODE)?;
     merge_on_read(properties, MERGE_MODE)?;
-    if let Some(size) = properties.get(TARGET_FILE_SIZE)
-        && size.parse::<u64>().map_or(true, |size| size == 0)
-    {
-        return Err(FloeError::invalid(format!(
-            "table property {TARGET_FILE_SIZE}: '{size}' is not a positive number of bytes"
-        )));
-    }
+    positive(properties, TARGET_FILE_SIZE)?;
     Ok(())
+}
+
+/// Table property `key` as a positive number, if it is set.
+fn positive(properties: &HashMap<String, String>, key: &str) -> Result<Option<usize>> {
+    let Some(value) = properties.get(key) else {
+        return Ok(None);
+    };
+    match value.parse::<usize>() {
+        Ok(number) if number > 0 => Ok(Some(number)),
+        _ => Err(FloeError::invalid(format!(
+            "table property {key}: '{value}' is not a positive number"
+        ))),
+    }
 }
 
 /// Whether the table property `mode` ([`DELETE_MODE`], [`UPDATE_MODE`], [`MERGE_MODE`]) says
@@ -546,8 +552,44 @@ pub fn merge_on_read(properties: &HashMap<String, String>, mode: &str) -> Result
     }
 }
 
-/// Parquet writer settings from the table's `write.parquet.compression-codec`.
-pub(super) fn writer_properties(codec: &str) -> DfResult<WriterProperties> {
+/// How new data files are laid out, from the table's `write.parquet.*` properties.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParquetSettings {
+    /// [`COMPRESSION_CODEC`]: zstd unless set.
+    pub codec: String,
+    /// [`PAGE_ROW_LIMIT`]: 20,000 unless set.
+    pub page_row_limit: usize,
+    /// [`PAGE_SIZE`]: 1 MiB unless set.
+    pub page_size_bytes: usize,
+}
+
+impl ParquetSettings {
+    pub fn of(properties: &HashMap<String, String>) -> Result<Self> {
+        Ok(Self {
+            codec: properties
+                .get(COMPRESSION_CODEC)
+                .cloned()
+                .unwrap_or_else(|| "zstd".to_string()),
+            page_row_limit: positive(properties, PAGE_ROW_LIMIT)?.unwrap_or(20_000),
+            page_size_bytes: positive(properties, PAGE_SIZE)?.unwrap_or(1024 * 1024),
+        })
+    }
+
+    /// The Parquet writer's settings. Pages are what a file's page index describes, so
+    /// their size decides how little of a file a selective filter reads. (The writer
+    /// checks the row limit between batches of its write batch size.)
+    pub fn writer_properties(&self) -> DfResult<WriterProperties> {
+        Ok(WriterProperties::builder()
+            .set_compression(compression(&self.codec)?)
+            .set_write_batch_size(self.page_row_limit.min(1024))
+            .set_data_page_row_count_limit(self.page_row_limit)
+            .set_data_page_size_limit(self.page_size_bytes)
+            .build())
+    }
+}
+
+/// The Parquet compression of codec name `codec`.
+fn compression(codec: &str) -> DfResult<Compression> {
     let compression = match codec.to_ascii_lowercase().as_str() {
         "zstd" => Compression::ZSTD(ZstdLevel::default()),
         "snappy" => Compression::SNAPPY,
@@ -561,9 +603,7 @@ pub(super) fn writer_properties(codec: &str) -> DfResult<WriterProperties> {
             .into());
         }
     };
-    Ok(WriterProperties::builder()
-        .set_compression(compression)
-        .build())
+    Ok(compression)
 }
 
 /// One descriptor row per written data file.
