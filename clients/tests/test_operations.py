@@ -404,6 +404,66 @@ def test_a_coordinator_killed_during_an_insert_leaves_the_table_committed_or_unc
         restarted.stop()
 
 
+def referenced_files(table) -> set[str]:
+    """The data and delete files any snapshot of `table` references."""
+    return {f.removeprefix("file://") for f in table.inspect.all_files()["file_path"].to_pylist()}
+
+
+ROW_LEVEL_WRITES = {
+    "merge-on-read DELETE": ("'write.delete.mode' = 'merge-on-read'",
+                             "DELETE FROM c WHERE k % 3 = 0",
+                             [(k, k) for k in range(1, 201) if k % 3]),
+    "copy-on-write UPDATE": ("'write.update.mode' = 'copy-on-write'",
+                             "UPDATE c SET v = -v WHERE k <= 50",
+                             [(k, -k if k <= 50 else k) for k in range(1, 201)]),
+    "merge-on-read MERGE": ("'write.merge.mode' = 'merge-on-read'",
+                            "MERGE INTO c USING (SELECT value AS k FROM generate_series(150, 250)) s "
+                            "ON c.k = s.k WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT VALUES (s.k, 0)",
+                            [(k, k) for k in range(1, 150)] + [(k, 0) for k in range(201, 251)]),
+}
+
+
+@pytest.mark.parametrize("crash", ["before-commit", "after-commit"])
+@pytest.mark.parametrize("statement", list(ROW_LEVEL_WRITES))
+def test_a_coordinator_killed_in_a_row_level_write_leaves_it_committed_or_undone(tmp_path, statement, crash):
+    """DELETE, UPDATE and MERGE (copy-on-write and merge-on-read alike) through the crash
+    points of the commit: after a restart the table has all of the statement or none of
+    it, and no data or delete file it does not reference."""
+    properties, sql, after = ROW_LEVEL_WRITES[statement]
+    data = tmp_path / "data"
+    server = Server(data)
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE c (k BIGINT, v BIGINT) TBLPROPERTIES ({properties})")
+        cur.execute("INSERT INTO c SELECT value AS k, value AS v FROM generate_series(1, 200)")
+    server.stop()
+    server = Server(data, env={"FLOE_CRASH_POINT": crash})
+    with pytest.raises(adbc_driver_manager.Error):
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute(sql)
+    server.process.proc.wait(30)
+    assert server.process.proc.returncode != 0
+    assert len(list((data / "journal").iterdir())) >= 1, "the write was journaled and is unsettled"
+    unsettled = data_files_on_disk(server, "default.c")
+    assert unsettled > referenced_files(server.pyiceberg().load_table("default.c")) or crash == "after-commit", \
+        "the write's files are there for the restart to settle"
+
+    restarted = Server(data)
+    try:
+        assert list((data / "journal").iterdir()) == [], "the restart settled the write"
+        rows = sorted((r["k"], r["v"]) for r in query_one(restarted, "SELECT k, v FROM c"))
+        table = restarted.pyiceberg().load_table("default.c")
+        expected = after if crash == "after-commit" else [(k, k) for k in range(1, 201)]
+        assert rows == expected
+        assert len(table.snapshots()) == (2 if crash == "after-commit" else 1)
+        assert sorted((r["k"], r["v"]) for r in table.scan().to_arrow().to_pylist()) == expected, \
+            "pyiceberg agrees"
+        # The file an UPDATE replaced stays: the first snapshot still has it.
+        assert data_files_on_disk(restarted, "default.c") == referenced_files(table), \
+            "no file left that no snapshot references"
+    finally:
+        restarted.stop()
+
+
 def test_many_clients_mixing_reads_and_inserts(tmp_path):
     """32 clients, 10 statements each, 4 running at once: nothing lost, only clean
     rejections, the coordinator's memory bounded."""
