@@ -2,6 +2,7 @@
 executors plus two `floe executor` processes; both executors read files, and every
 data file of the table is read exactly once."""
 
+import os
 import re
 import time
 from collections import Counter
@@ -287,5 +288,26 @@ def test_small_queries_answer_on_the_coordinator_even_without_executors(tmp_path
             with pytest.raises(adbc_driver_manager.Error, match=r"no executor.*\(Unavailable;"):
                 query(cur, "SELECT count(*) FROM few.people a JOIN few.people b ON a.id = b.id")
             assert time.monotonic() - started < 15
+    finally:
+        server.stop()
+
+
+def test_what_counts_as_small_is_the_bytes_of_the_columns_read(tmp_path):
+    """`local_query_max_bytes` weighs the stored bytes of the columns a query reads (from
+    the manifests), not its files': a narrow query of a table with one wide column runs
+    on the coordinator; reading the wide column needs a job."""
+    server = Server(tmp_path / "data", ["--local-executors", "0", "--executor-wait-secs", "2",
+                                        "--local-query-max-bytes", "1000000"])
+    try:
+        table = server.pyiceberg().create_table("default.wide", schema=pa.schema(
+            [pa.field("id", pa.int64()), pa.field("blob", pa.string())]))
+        rows = 100_000
+        table.append(pa.table({"id": list(range(rows)), "blob": [os.urandom(32).hex() for _ in range(rows)]}))
+        [stored] = table.inspect.files().to_pylist()
+        assert stored["file_size_in_bytes"] > 2_000_000 and stored["column_sizes"]
+        with server.connect() as conn, conn.cursor() as cur:
+            assert query(cur, "SELECT count(*) AS n FROM wide WHERE id % 2 = 0").to_pylist() == [{"n": rows // 2}]
+            with pytest.raises(adbc_driver_manager.Error, match=r"no executor.*\(Unavailable;"):
+                query(cur, "SELECT max(blob) FROM wide")
     finally:
         server.stop()

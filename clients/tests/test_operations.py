@@ -432,15 +432,21 @@ def test_a_coordinator_killed_in_a_row_level_write_leaves_it_committed_or_undone
     properties, sql, after = ROW_LEVEL_WRITES[statement]
     data = tmp_path / "data"
     server = Server(data)
-    with server.connect() as conn, conn.cursor() as cur:
-        cur.execute(f"CREATE TABLE c (k BIGINT, v BIGINT) TBLPROPERTIES ({properties})")
-        cur.execute("INSERT INTO c SELECT value AS k, value AS v FROM generate_series(1, 200)")
-    server.stop()
-    server = Server(data, env={"FLOE_CRASH_POINT": crash})
-    with pytest.raises(adbc_driver_manager.Error):
+    try:
         with server.connect() as conn, conn.cursor() as cur:
-            cur.execute(sql)
-    server.process.proc.wait(30)
+            cur.execute(f"CREATE TABLE c (k BIGINT, v BIGINT) TBLPROPERTIES ({properties})")
+            cur.execute("INSERT INTO c SELECT value AS k, value AS v FROM generate_series(1, 200)")
+    finally:
+        server.stop()
+    server = Server(data, env={"FLOE_CRASH_POINT": crash})
+    try:
+        with pytest.raises(adbc_driver_manager.Error):
+            with server.connect() as conn, conn.cursor() as cur:
+                cur.execute(sql)
+        server.process.proc.wait(30)
+    finally:
+        if server.process.proc.poll() is None:
+            server.stop()
     assert server.process.proc.returncode != 0
     assert len(list((data / "journal").iterdir())) >= 1, "the write was journaled and is unsettled"
     unsettled = data_files_on_disk(server, "default.c")

@@ -142,9 +142,9 @@ pub struct ServeArgs {
     /// RESOURCE_EXHAUSTED, in seconds (default 30).
     #[arg(long, env = "FLOE_STATEMENT_QUEUE_TIMEOUT_SECS")]
     pub statement_queue_timeout_secs: Option<u64>,
-    /// A query whose scans read at most this many bytes (of data files, after pruning)
-    /// runs on the coordinator instead of as a job (default 16 MiB; 0: every query is a
-    /// job).
+    /// A query whose scans read at most this many bytes (of the columns it reads, in the
+    /// data files left after pruning) runs on the coordinator instead of as a job
+    /// (default 16 MiB; 0: every query is a job).
     #[arg(long, env = "FLOE_LOCAL_QUERY_MAX_BYTES")]
     pub local_query_max_bytes: Option<u64>,
     /// HTTP address of /metrics, /health and /ready (default 127.0.0.1:9464; off: none).

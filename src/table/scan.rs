@@ -75,6 +75,8 @@ pub struct IcebergScanExec {
     reads_all_rows: bool,
     /// Per output column, over the whole scan (see `statistics`); on the coordinator only.
     column_statistics: Option<Vec<ColumnStatistics>>,
+    /// The stored bytes of the output columns (see `statistics`); on the coordinator only.
+    column_bytes: Option<u64>,
     metrics: ExecutionPlanMetricsSet,
 }
 
@@ -241,6 +243,7 @@ impl IcebergScanExec {
             properties,
             reads_all_rows,
             column_statistics: None,
+            column_bytes: None,
             metrics: ExecutionPlanMetricsSet::new(),
         })
     }
@@ -259,11 +262,14 @@ impl IcebergScanExec {
         fresh
     }
 
-    /// The bytes of data files the scan reads, where its plan lists its tasks.
+    /// The bytes of data files the scan reads, where its plan lists its tasks: those of
+    /// its columns where the manifests record them, else its files' (or ranges') sizes.
     pub fn planned_bytes(&self) -> Option<u64> {
-        self.groups
-            .listed()
-            .map(|groups| groups.iter().flatten().map(|t| t.length).sum())
+        let listed = self.groups.listed()?;
+        Some(
+            self.column_bytes
+                .unwrap_or_else(|| listed.iter().flatten().map(|t| t.length).sum()),
+        )
     }
 
     /// The tasks `partition` reads, normalised.
@@ -426,7 +432,7 @@ pub async fn plan_scan(
     }
     let groups = group_tasks(tasks, target_partitions, split.open_file_cost);
     let mut scan = IcebergScanExec::try_new(parts, groups)?;
-    let columns = statistics::column_statistics(
+    let statistics = statistics::column_statistics(
         table,
         snapshot,
         scan.groups.listed().unwrap_or_default().iter().flatten(),
@@ -435,7 +441,8 @@ pub async fn plan_scan(
         scan.reads_all_rows,
     )
     .await?;
-    scan.column_statistics = Some(columns);
+    scan.column_statistics = Some(statistics.columns);
+    scan.column_bytes = statistics.column_bytes;
     Ok(scan)
 }
 

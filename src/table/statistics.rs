@@ -20,7 +20,7 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{
-    Datum, Manifest, ManifestContentType, ManifestFile, ManifestList, PrimitiveLiteral,
+    DataFile, Datum, Manifest, ManifestContentType, ManifestFile, ManifestList, PrimitiveLiteral,
     PrimitiveType, Snapshot,
 };
 use iceberg::table::Table;
@@ -34,8 +34,18 @@ const MAX_FILES: usize = 10_000;
 /// Manifests read at once.
 const CONCURRENT_READS: usize = 8;
 
-/// Column statistics for `fields` (output columns, by field id, typed as `schema`), over
-/// the files of `tasks`; all absent when they cannot be had cheaply.
+/// What the manifests tell of a scan's columns.
+pub struct ScanStatistics {
+    /// Of each output column.
+    pub columns: Vec<ColumnStatistics>,
+    /// The stored bytes of the output columns in the scan's files, where every file
+    /// records each of their sizes: what reading them costs, far less than the files'
+    /// sizes when a few columns of many are read.
+    pub column_bytes: Option<u64>,
+}
+
+/// Statistics for `fields` (output columns, by field id, typed as `schema`), over the
+/// files of `tasks`; all absent when they cannot be had cheaply.
 pub async fn column_statistics<'t>(
     table: &Table,
     snapshot: &Snapshot,
@@ -43,8 +53,11 @@ pub async fn column_statistics<'t>(
     fields: &[i32],
     schema: &SchemaRef,
     reads_all_rows: bool,
-) -> Result<Vec<ColumnStatistics>> {
-    let absent = || vec![ColumnStatistics::new_unknown(); fields.len()];
+) -> Result<ScanStatistics> {
+    let absent = || ScanStatistics {
+        columns: vec![ColumnStatistics::new_unknown(); fields.len()],
+        column_bytes: None,
+    };
     let files: HashSet<&str> = tasks.map(|t| t.data_file_path.as_str()).collect();
     if files.is_empty() || files.len() > MAX_FILES {
         return Ok(absent());
@@ -66,12 +79,7 @@ pub async fn column_statistics<'t>(
         for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
             let file = entry.data_file();
             if files.contains(file.file_path()) {
-                metrics.add(
-                    &wanted,
-                    file.null_value_counts(),
-                    file.lower_bounds(),
-                    file.upper_bounds(),
-                );
+                metrics.add(&wanted, file);
             }
         }
     }
@@ -79,11 +87,13 @@ pub async fn column_statistics<'t>(
         // A file the manifests do not list (another snapshot's): no claims.
         return Ok(absent());
     }
-    Ok(fields
-        .iter()
-        .zip(schema.fields())
-        .map(|(id, _)| metrics.column(*id, reads_all_rows))
-        .collect())
+    Ok(ScanStatistics {
+        columns: fields
+            .iter()
+            .map(|id| metrics.column(*id, reads_all_rows))
+            .collect(),
+        column_bytes: metrics.stored_bytes(fields),
+    })
 }
 
 /// Manifest list and manifest entries kept in the [`ManifestCache`] at most.
@@ -156,6 +166,8 @@ async fn cached_manifest(file_io: FileIO, file: ManifestFile) -> Result<Arc<Mani
 struct Metrics {
     files: usize,
     nulls: HashMap<i32, (u64, usize)>,
+    /// Stored bytes of each column, and the files that recorded them.
+    sizes: HashMap<i32, (u64, usize)>,
     lower: HashMap<i32, Bound>,
     upper: HashMap<i32, Bound>,
 }
@@ -170,26 +182,35 @@ struct Bound {
 }
 
 impl Metrics {
-    fn add(
-        &mut self,
-        wanted: &HashMap<i32, &DataType>,
-        nulls: &HashMap<i32, u64>,
-        lower: &HashMap<i32, Datum>,
-        upper: &HashMap<i32, Datum>,
-    ) {
+    fn add(&mut self, wanted: &HashMap<i32, &DataType>, file: &DataFile) {
         self.files += 1;
         for (id, data_type) in wanted {
-            if let Some(n) = nulls.get(id) {
+            if let Some(n) = file.null_value_counts().get(id) {
                 let entry = self.nulls.entry(*id).or_insert((0, 0));
                 *entry = (entry.0 + n, entry.1 + 1);
             }
-            if let Some(v) = lower.get(id) {
+            if let Some(n) = file.column_sizes().get(id) {
+                let entry = self.sizes.entry(*id).or_insert((0, 0));
+                *entry = (entry.0.saturating_add(*n), entry.1 + 1);
+            }
+            if let Some(v) = file.lower_bounds().get(id) {
                 extend(&mut self.lower, *id, v, data_type, Ordering::Less);
             }
-            if let Some(v) = upper.get(id) {
+            if let Some(v) = file.upper_bounds().get(id) {
                 extend(&mut self.upper, *id, v, data_type, Ordering::Greater);
             }
         }
+    }
+
+    /// The stored bytes of `fields` in all files, if every file recorded each of them.
+    fn stored_bytes(&self, fields: &[i32]) -> Option<u64> {
+        if fields.is_empty() {
+            return None;
+        }
+        fields.iter().try_fold(0u64, |total, id| {
+            let (bytes, seen) = self.sizes.get(id)?;
+            (*seen == self.files).then(|| total.saturating_add(*bytes))
+        })
     }
 
     fn column(&self, id: i32, exact_rows: bool) -> ColumnStatistics {
