@@ -252,6 +252,14 @@ fn write_node_decodes_to_the_same_spec() {
 }
 
 #[test]
+fn parquet_settings_a_coordinator_did_not_send_are_the_defaults() {
+    let defaults = ParquetSettings::of(&Default::default()).expect("no properties are valid");
+    assert_eq!(ParquetSettings::decoded("zstd".into(), 0, 0), defaults);
+    let sent = ParquetSettings::decoded("snappy".into(), 7, 4096);
+    assert_eq!((sent.page_row_limit, sent.page_size_bytes), (7, 4096));
+}
+
+#[test]
 fn position_delete_write_and_scan_with_positions_decode_as_themselves() {
     let parts = ScanParts {
         positions: true,

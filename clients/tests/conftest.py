@@ -5,6 +5,7 @@ FLOE_BIN names the floe binary (tests/run.sh builds it and sets it).
 
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -171,3 +172,9 @@ def schema(cur):
 def query(cur, sql):
     cur.execute(sql)
     return cur.fetch_arrow_table()
+
+
+def metric(line, name):
+    """A count EXPLAIN ANALYZE shows on a plan line as `name=1.23 K` (or a plain number)."""
+    value, unit = re.search(rf"\b{name}=([\d.]+)\s?([KMGT]?)\b", line).groups()
+    return float(value) * 1000 ** " KMGT".index(unit or " ")

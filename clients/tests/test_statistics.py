@@ -3,12 +3,11 @@ values themselves, are answered from the manifests alone, with no data file read
 manifests cannot answer exactly (a row filter, float or string bounds), the data is read.
 Within a file, its page index lets a selective filter skip the pages it rules out."""
 
-import re
 from pathlib import Path
 
 import pyarrow as pa
 
-from conftest import query
+from conftest import metric, query
 
 
 def physical_plan(cur, sql):
@@ -107,12 +106,6 @@ def test_counts_from_manifests_agree_with_the_data_while_another_client_writes(s
     assert len(seen) > 1, seen
 
 
-def metric(line, name):
-    """A count EXPLAIN ANALYZE shows as `name=1.23 M` (or a plain number)."""
-    value, unit = re.search(rf"\b{name}=([\d.]+)\s?([KMGT]?)\b", line).groups()
-    return float(value) * 1000 ** " KMGT".index(unit or " ")
-
-
 def test_a_lookup_reads_only_the_pages_its_filter_allows(server, cur, schema):
     """Files Floe writes have a page index: a lookup reads one page of each column it
     needs, not its whole column chunks. (The ids ascend but hardly compress, so their
@@ -127,6 +120,10 @@ def test_a_lookup_reads_only_the_pages_its_filter_allows(server, cur, schema):
     everything = f"SELECT s FROM {schema}.paged WHERE id % 1000000 = 1234"
     looked_up, scanned = bytes_read(cur, lookup), bytes_read(cur, everything)
     assert scanned > stored / 2 and looked_up < scanned / 4, (stored, looked_up, scanned)
+    # A key between two ids: no row, and still only a page read (and counted).
+    absent = lookup + " + 1"
+    assert query(cur, absent).num_rows == 0
+    assert 0 < bytes_read(cur, absent) < scanned / 4
 
 
 def bytes_read(cur, sql):

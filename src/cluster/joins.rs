@@ -98,20 +98,34 @@ fn unsafe_broadcast(join: &HashJoinExec) -> bool {
         && emits_build_rows_at_end(join.join_type())
 }
 
-/// Replaces, bottom up, each unsafe broadcast join (given as itself and as a plan node)
-/// for which `rewrite` gives a new node.
-fn rewrite_unsafe_broadcasts(
+/// A new plan node for a hash join (given as itself and as a plan node), or `None`.
+type JoinRewrite<'a> =
+    &'a dyn Fn(&HashJoinExec, &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>>;
+
+/// Replaces, bottom up, each hash join for which `rewrite` gives a new node.
+fn rewrite_hash_joins(
     plan: Arc<dyn ExecutionPlan>,
-    rewrite: impl Fn(&HashJoinExec, &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>>,
+    rewrite: JoinRewrite,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     plan.transform_up(|node| {
         let rewritten = match node.as_any().downcast_ref::<HashJoinExec>() {
-            Some(join) if unsafe_broadcast(join) => rewrite(join, &node)?,
-            _ => None,
+            Some(join) => rewrite(join, &node)?,
+            None => None,
         };
         Ok(rewritten.map_or_else(|| Transformed::no(node), Transformed::yes))
     })
     .map(|t| t.data)
+}
+
+/// [`rewrite_hash_joins`] of the unsafe broadcast joins only.
+fn rewrite_unsafe_broadcasts(
+    plan: Arc<dyn ExecutionPlan>,
+    rewrite: JoinRewrite,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    rewrite_hash_joins(plan, &|join, node| match unsafe_broadcast(join) {
+        true => rewrite(join, node),
+        false => Ok(None),
+    })
 }
 
 /// Makes broadcast joins that would be wrong on Ballista partitioned hash joins (the
@@ -125,7 +139,7 @@ impl PhysicalOptimizerRule for DemoteUnsafeBroadcasts {
         plan: Arc<dyn ExecutionPlan>,
         _: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        rewrite_unsafe_broadcasts(plan, |join, _| {
+        rewrite_unsafe_broadcasts(plan, &|join, _| {
             if join.null_aware {
                 return Ok(None);
             }
@@ -157,7 +171,7 @@ impl PhysicalOptimizerRule for SingleProbeForUnsafeBroadcasts {
         plan: Arc<dyn ExecutionPlan>,
         _: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        rewrite_unsafe_broadcasts(plan, |join, node| {
+        rewrite_unsafe_broadcasts(plan, &|join, node| {
             if join.right().output_partitioning().partition_count() <= 1 {
                 return Ok(None);
             }
@@ -188,14 +202,7 @@ impl PhysicalOptimizerRule for DistinctKeysBeforeShuffle {
         plan: Arc<dyn ExecutionPlan>,
         _: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| {
-            let rewritten = match node.as_any().downcast_ref::<HashJoinExec>() {
-                Some(join) => distinct_keys_before_shuffle(join)?,
-                None => None,
-            };
-            Ok(rewritten.map_or_else(|| Transformed::no(node), Transformed::yes))
-        })
-        .map(|t| t.data)
+        rewrite_hash_joins(plan, &|join, _| distinct_keys_before_shuffle(join))
     }
 
     fn name(&self) -> &str {
@@ -240,6 +247,45 @@ fn distinct_keys_before_shuffle(join: &HashJoinExec) -> Result<Option<Arc<dyn Ex
             join.on().iter().map(|(_, r)| r.clone()).collect(),
         ),
     };
+    let Some((shuffled, new_keys)) = deduplicated_shuffle(child, &keys)? else {
+        return Ok(None);
+    };
+    let (children, on) = match side {
+        JoinSide::Left => (
+            vec![shuffled, join.right().clone()],
+            new_keys
+                .into_iter()
+                .zip(join.on().iter().map(|(_, r)| r.clone()))
+                .collect(),
+        ),
+        _ => (
+            vec![join.left().clone(), shuffled],
+            join.on()
+                .iter()
+                .map(|(l, _)| l.clone())
+                .zip(new_keys)
+                .collect(),
+        ),
+    };
+    let rewritten = join
+        .builder()
+        .with_on(on)
+        .with_new_children(children)?
+        .reset_state()
+        .build_exec()?;
+    Ok(Some(rewritten))
+}
+
+/// A plan and the join keys over its output.
+type Keyed = (Arc<dyn ExecutionPlan>, Vec<Arc<dyn PhysicalExpr>>);
+
+/// `child`, a hash shuffle on exactly `keys`, with a partial aggregate of the keys under
+/// it, and the keys as columns of that aggregate's output; `None` where `child` is not
+/// such a shuffle or its keys may not repeat.
+fn deduplicated_shuffle(
+    child: &Arc<dyn ExecutionPlan>,
+    keys: &[Arc<dyn PhysicalExpr>],
+) -> Result<Option<Keyed>> {
     let Some(shuffle) = child.as_any().downcast_ref::<RepartitionExec>() else {
         return Ok(None);
     };
@@ -247,10 +293,10 @@ fn distinct_keys_before_shuffle(join: &HashJoinExec) -> Result<Option<Arc<dyn Ex
         return Ok(None);
     };
     let input = shuffle.input();
-    let Some(columns) = key_columns(&keys) else {
+    let Some(columns) = key_columns(keys) else {
         return Ok(None);
     };
-    if *hashed_on != keys || !keys_repeat(input, &columns)? {
+    if hashed_on.as_slice() != keys || !keys_repeat(input, &columns)? {
         return Ok(None);
     }
     let group_by = PhysicalGroupBy::new_single(
@@ -276,30 +322,7 @@ fn distinct_keys_before_shuffle(join: &HashJoinExec) -> Result<Option<Arc<dyn Ex
         Arc::new(distinct),
         Partitioning::Hash(new_keys.clone(), *partitions),
     )?);
-    let (children, on) = match side {
-        JoinSide::Left => (
-            vec![shuffled, join.right().clone()],
-            new_keys
-                .into_iter()
-                .zip(join.on().iter().map(|(_, r)| r.clone()))
-                .collect(),
-        ),
-        _ => (
-            vec![join.left().clone(), shuffled],
-            join.on()
-                .iter()
-                .map(|(l, _)| l.clone())
-                .zip(new_keys)
-                .collect(),
-        ),
-    };
-    let rewritten = join
-        .builder()
-        .with_on(on)
-        .with_new_children(children)?
-        .reset_state()
-        .build_exec()?;
-    Ok(Some(rewritten))
+    Ok(Some((shuffled, new_keys)))
 }
 
 /// The keys as columns, if each is a column and no column is a key twice.

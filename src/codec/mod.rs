@@ -299,11 +299,11 @@ fn decode_write(node: proto::WriteNode) -> Result<WriteSpec> {
         write_id: node.write_id,
         format_version,
         target_file_size_bytes: node.target_file_size_bytes,
-        parquet: ParquetSettings {
-            codec: node.compression_codec,
-            page_row_limit: node.page_row_limit as usize,
-            page_size_bytes: node.page_size_bytes as usize,
-        },
+        parquet: ParquetSettings::decoded(
+            node.compression_codec,
+            node.page_row_limit,
+            node.page_size_bytes,
+        ),
         clustered: node.clustered,
     })
 }

@@ -25,7 +25,7 @@ use super::journal;
 use super::position_deletes::PositionDeleteWriteExec;
 use super::scan::{IcebergScanExec, Reading, plan_scan, with_position_columns};
 use super::write::{
-    IcebergWriteExec, ParquetSettings, TARGET_FILE_SIZE, WriteSpec, distribution_mode,
+    IcebergWriteExec, ParquetSettings, WriteSpec, distribution_mode, target_file_size,
 };
 use super::write_protocol::{new_write_id, write_location};
 use super::{plan_schema, transforms};
@@ -299,8 +299,10 @@ impl TableProvider for IcebergTableProvider {
             .ok()
             .and_then(|mut next| next.take())
             .unwrap_or_else(new_write_id);
-        journal::begin(&self.table, &write_id)?;
         let (shuffled, clustered) = distribution_mode(metadata.properties())?;
+        let target_file_size_bytes = target_file_size(metadata.properties())?;
+        let parquet = ParquetSettings::of(metadata.properties())?;
+        journal::begin(&self.table, &write_id)?;
         let spec = WriteSpec {
             table: self.name.clone(),
             schema: metadata.current_schema().clone(),
@@ -309,10 +311,8 @@ impl TableProvider for IcebergTableProvider {
             data_location: write_location(metadata, &write_id),
             write_id: write_id.clone(),
             format_version: metadata.format_version(),
-            target_file_size_bytes: property(metadata, TARGET_FILE_SIZE)
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(512 * 1024 * 1024),
-            parquet: ParquetSettings::of(metadata.properties())?,
+            target_file_size_bytes,
+            parquet,
             clustered,
         };
         if let Ok(mut writes) = self.planned_writes.lock() {
@@ -330,8 +330,4 @@ impl TableProvider for IcebergTableProvider {
         };
         Ok(Arc::new(IcebergWriteExec::try_new(input, Arc::new(spec))?))
     }
-}
-
-fn property(metadata: &iceberg::spec::TableMetadata, key: &str) -> Option<String> {
-    metadata.properties().get(key).cloned()
 }

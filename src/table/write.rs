@@ -519,8 +519,13 @@ pub fn check_write_properties(properties: &HashMap<String, String>) -> Result<()
     merge_on_read(properties, DELETE_MODE)?;
     merge_on_read(properties, UPDATE_MODE)?;
     merge_on_read(properties, MERGE_MODE)?;
-    positive(properties, TARGET_FILE_SIZE)?;
+    target_file_size(properties)?;
     Ok(())
+}
+
+/// [`TARGET_FILE_SIZE`]: 512 MiB unless set.
+pub fn target_file_size(properties: &HashMap<String, String>) -> Result<u64> {
+    Ok(positive(properties, TARGET_FILE_SIZE)?.map_or(512 * 1024 * 1024, |size| size as u64))
 }
 
 /// Table property `key` as a positive number, if it is set.
@@ -552,6 +557,9 @@ pub fn merge_on_read(properties: &HashMap<String, String>, mode: &str) -> Result
     }
 }
 
+const DEFAULT_PAGE_ROWS: usize = 20_000;
+const DEFAULT_PAGE_BYTES: usize = 1024 * 1024;
+
 /// How new data files are laid out, from the table's `write.parquet.*` properties.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParquetSettings {
@@ -570,9 +578,22 @@ impl ParquetSettings {
                 .get(COMPRESSION_CODEC)
                 .cloned()
                 .unwrap_or_else(|| "zstd".to_string()),
-            page_row_limit: positive(properties, PAGE_ROW_LIMIT)?.unwrap_or(20_000),
-            page_size_bytes: positive(properties, PAGE_SIZE)?.unwrap_or(1024 * 1024),
+            page_row_limit: positive(properties, PAGE_ROW_LIMIT)?.unwrap_or(DEFAULT_PAGE_ROWS),
+            page_size_bytes: positive(properties, PAGE_SIZE)?.unwrap_or(DEFAULT_PAGE_BYTES),
         })
+    }
+
+    /// Settings sent by a coordinator; a zero (a field it did not know) is the default.
+    pub fn decoded(codec: String, page_row_limit: u64, page_size_bytes: u64) -> Self {
+        let or = |value: u64, default: usize| match value {
+            0 => default,
+            value => usize::try_from(value).unwrap_or(usize::MAX),
+        };
+        Self {
+            codec,
+            page_row_limit: or(page_row_limit, DEFAULT_PAGE_ROWS),
+            page_size_bytes: or(page_size_bytes, DEFAULT_PAGE_BYTES),
+        }
     }
 
     /// The Parquet writer's settings. Pages are what a file's page index describes, so
