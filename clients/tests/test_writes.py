@@ -205,6 +205,23 @@ def test_insert_from_a_table_function(cur, schema):
     ]
 
 
+
+def test_an_insert_query_may_repeat_a_column_name(cur, catalog, schema):
+    # An INSERT fills columns by position: a query whose output names repeat is fine.
+    cur.execute(f"CREATE TABLE {schema}.pairs (a BIGINT, b BIGINT)")
+    cur.execute(f"INSERT INTO {schema}.pairs SELECT 1, 1")
+    cur.execute(f"INSERT INTO {schema}.pairs SELECT value, value FROM generate_series(2, 3)")
+    cur.execute(f"INSERT INTO {schema}.pairs SELECT a, a * 10 AS a FROM {schema}.pairs WHERE a = 1 UNION ALL SELECT 4, 4")
+    cur.execute(f"INSERT INTO {schema}.pairs (b, a) SELECT p.a, a + 100 FROM {schema}.pairs p WHERE a = 4")
+    expected = [(1, 1), (1, 10), (2, 2), (3, 3), (4, 4), (104, 4)]
+    assert [tuple(r.values()) for r in query(cur, f"SELECT * FROM {schema}.pairs ORDER BY a, b").to_pylist()] == expected
+    assert sorted(catalog.load_table(f"{schema}.pairs").scan().to_arrow().to_pylist(), key=lambda r: (r["a"], r["b"])) == [
+        {"a": a, "b": b} for a, b in expected
+    ]
+    # A plain query's names reach the client, so there a repeat is still an error.
+    with pytest.raises(adbc_driver_manager.ProgrammingError, match="unique expression names"):
+        query(cur, f"SELECT a, a FROM {schema}.pairs")
+
 @pytest.mark.parametrize("prepared", [False, True])
 def test_updates_sent_as_updates_report_their_row_count(conn, cur, schema, prepared):
     """The JDBC-style path: DoPut with CommandStatementUpdate / CommandPreparedStatementUpdate."""

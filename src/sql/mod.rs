@@ -12,6 +12,7 @@ pub mod merge;
 pub mod metadata;
 pub mod params;
 pub mod parse;
+mod positional;
 pub mod procedures;
 pub mod refs;
 pub mod resolve;
@@ -767,6 +768,7 @@ fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     row_level::delete_alias_as_table(statement);
     row_level::using_as_exists(statement)?;
     params::number_placeholders(statement);
+    positional::unique_insert_names(statement);
     Ok(())
 }
 
