@@ -423,12 +423,14 @@ ROW_LEVEL_WRITES = {
 }
 
 
-@pytest.mark.parametrize("crash", ["before-commit", "after-commit"])
-@pytest.mark.parametrize("statement", list(ROW_LEVEL_WRITES))
+@pytest.mark.parametrize("statement, crash", [
+    (statement, crash) for statement in ROW_LEVEL_WRITES for crash in ["before-commit", "after-commit"]
+] + [("merge-on-read MERGE", "between-write-jobs")])
 def test_a_coordinator_killed_in_a_row_level_write_leaves_it_committed_or_undone(tmp_path, statement, crash):
     """DELETE, UPDATE and MERGE (copy-on-write and merge-on-read alike) through the crash
-    points of the commit: after a restart the table has all of the statement or none of
-    it, and no data or delete file it does not reference."""
+    points of the commit, and a merge-on-read MERGE between the job that writes its
+    delete files and the one that writes its rows: after a restart the table has all of
+    the statement or none of it, and no data or delete file it does not reference."""
     properties, sql, after = ROW_LEVEL_WRITES[statement]
     data = tmp_path / "data"
     server = Server(data)

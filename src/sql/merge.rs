@@ -50,6 +50,7 @@ use super::resolve::StatementCatalog;
 use super::row_level::{self, appending, fold_constants, scans};
 use super::{Caller, Engine, Planned, plan_resolved, quoted, rewrite_before_resolving};
 use crate::error::{FloeError, Result};
+use crate::table::journal;
 use crate::table::overwrite::{Overwrite, Removal};
 use crate::table::provider::IcebergTableProvider;
 use crate::table::scan::{FILE_COLUMN, POS_COLUMN};
@@ -639,6 +640,7 @@ impl Engine {
         let delete_files = written.len();
         if writes_rows {
             if let Some(id) = &write_id {
+                journal::crash_point("between-write-jobs");
                 provider.set_next_write_id(id.clone());
             }
             let input = Arc::unwrap_or_clone(dml.input.clone());
