@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use floe::cluster::{ExecutorOptions, memory_share, run_executor};
+use floe::cluster::{ExecutorOptions, ShuffleCompression, memory_share, run_executor};
 use floe::config::{ServeArgs, ServeConfig, cpus};
 use floe::error::{FloeError, Result};
 
@@ -55,6 +55,15 @@ struct ExecutorArgs {
     /// (default 3; keep it well below the coordinator's executor_timeout_secs).
     #[arg(long, env = "FLOE_EXECUTOR_HEARTBEAT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
     heartbeat_secs: Option<u64>,
+    /// How this executor compresses the stage outputs it writes (default none; the
+    /// Flight service compresses what it sends to other executors either way).
+    #[arg(
+        long,
+        env = "FLOE_SHUFFLE_COMPRESSION",
+        value_enum,
+        default_value = "none"
+    )]
+    shuffle_compression: ShuffleCompression,
 }
 
 fn main() -> ExitCode {
@@ -131,6 +140,7 @@ async fn executor(args: ExecutorArgs) -> Result<()> {
         heartbeat: args
             .heartbeat_secs
             .map_or(floe::cluster::HEARTBEAT, std::time::Duration::from_secs),
+        shuffle_compression: args.shuffle_compression,
     })
     .await
 }

@@ -39,7 +39,13 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
     })
     .await?;
     let executors = (0..config.local_executors)
-        .map(|_| cluster.spawn_local_executor(config.executor_slots, config.executor_memory))
+        .map(|_| {
+            cluster.spawn_local_executor(
+                config.executor_slots,
+                config.executor_memory,
+                config.shuffle_compression,
+            )
+        })
         .collect::<Result<Vec<_>>>()?;
     cluster
         .wait_for_executors(config.local_executors, Duration::from_secs(60))

@@ -311,3 +311,59 @@ def test_what_counts_as_small_is_the_bytes_of_the_columns_read(tmp_path):
                 query(cur, "SELECT max(blob) FROM wide")
     finally:
         server.stop()
+
+
+def shuffle_files(work_dir):
+    """The hash-partitioned stage outputs under an executor's work directory, as
+    (file, rows per batch)."""
+    import pyarrow.ipc as ipc
+
+    files = []
+    for path in sorted(work_dir.rglob("data-*.arrow")):
+        with ipc.open_stream(path) as reader:
+            files.append((path, [batch.num_rows for batch in reader]))
+    return files
+
+
+def test_shuffle_files_are_full_batches_compressed_as_each_executor_is_told(tmp_path):
+    """A shuffle into 8 partitions: each task's file per partition holds batches of the
+    session's batch size (8192 rows) but its last; the executor started with
+    `--shuffle-compression lz4` writes files much smaller per row than the one
+    left at the default (none); the join's answer is the same whoever wrote what."""
+    server = Server(tmp_path / "data", ["--local-executors", "0", "--local-query-max-bytes", "0",
+                                        "--target-partitions", "8"])
+    work_dirs = {"none": tmp_path / "plain", "lz4": tmp_path / "lz4"}
+    executors = [
+        server.start_executor(tmp_path / "plain.log", work_dir=work_dirs["none"]),
+        server.start_executor(tmp_path / "lz4.log", work_dir=work_dirs["lz4"],
+                              env={"FLOE_SHUFFLE_COMPRESSION": "lz4"}),
+    ]
+    try:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE t (id BIGINT, payload STRING)")
+            for start in range(0, 600000, 150000):  # four files: four scan tasks a side
+                cur.execute(f"INSERT INTO t SELECT value, 'a payload that repeats ' || (value % 7) "
+                            f"FROM generate_series({start + 1}, {start + 150000})")
+            # Too big to broadcast: both sides are hash-shuffled on id.
+            answer = query(cur, "SELECT count(*) AS n, sum(length(a.payload) + length(b.payload)) AS l "
+                                "FROM t a JOIN t b ON a.id = b.id").to_pylist()
+        assert answer == [{"n": 600000, "l": 2 * 600000 * len("a payload that repeats 0")}]
+        written = {kind: shuffle_files(d) for kind, d in work_dirs.items()}
+        assert all(written.values()), "both executors wrote shuffle files"
+        for files in written.values():
+            for path, batches in files:
+                assert all(rows == 8192 for rows in batches[:-1]), (path, batches)
+                assert 0 < batches[-1] <= 8192, (path, batches)
+        full = [rows for files in written.values() for _, batches in files for rows in batches if rows == 8192]
+        assert len(full) >= 20, "the shuffle has full batches to check"
+
+        def bytes_per_row(files):
+            return sum(p.stat().st_size for p, _ in files) / sum(sum(b) for _, b in files)
+
+        # 36 and 11.5 bytes a row when measured.
+        assert bytes_per_row(written["none"]) > 2 * bytes_per_row(written["lz4"]), \
+            (bytes_per_row(written["none"]), bytes_per_row(written["lz4"]))
+    finally:
+        for executor in executors:
+            executor.stop()
+        server.stop()

@@ -13,7 +13,8 @@ use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_
 use datafusion::functions_nested::all_default_nested_functions;
 use tokio::task::JoinHandle;
 
-use super::task_errors::ReportingEngine;
+use super::engine::ReportingEngine;
+use super::shuffle_files::ShuffleCompression;
 use super::{MAX_MESSAGE_SIZE, RESULT_RETENTION};
 use crate::codec::FloePhysicalCodec;
 use crate::error::{FloeError, Result};
@@ -36,6 +37,8 @@ pub struct ExecutorOptions {
     pub work_dir: Option<PathBuf>,
     /// How often the executor tells the scheduler it is alive.
     pub heartbeat: Duration,
+    /// How stage outputs are compressed.
+    pub shuffle_compression: ShuffleCompression,
 }
 
 fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
@@ -64,7 +67,9 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
         grpc_max_encoding_message_size: MAX_MESSAGE_SIZE as u32,
         override_physical_codec: Some(Arc::new(FloePhysicalCodec::default())),
         override_function_registry: Some(Arc::new(function_registry())),
-        override_execution_engine: Some(Arc::new(ReportingEngine::default())),
+        override_execution_engine: Some(Arc::new(ReportingEngine::new(
+            options.shuffle_compression,
+        ))),
         ..Default::default()
     }
 }
@@ -160,6 +165,7 @@ pub(super) fn spawn_local_executor(
     scheduler: SocketAddr,
     slots: usize,
     memory_limit: Option<u64>,
+    shuffle_compression: ShuffleCompression,
     work_dir: PathBuf,
 ) -> JoinHandle<()> {
     let options = move || {
@@ -172,6 +178,7 @@ pub(super) fn spawn_local_executor(
             memory_limit,
             work_dir: Some(work_dir.clone()),
             heartbeat: super::HEARTBEAT,
+            shuffle_compression,
         })
     };
     tokio::spawn(async move {

@@ -9,11 +9,13 @@
 
 mod activity;
 mod coordinator_service;
+mod engine;
 mod executor;
 mod explain;
 mod jobs;
 mod joins;
 mod result_files;
+mod shuffle_files;
 mod table_functions;
 mod task_errors;
 
@@ -37,6 +39,7 @@ use tokio::task::JoinHandle;
 pub use activity::TaskCounts;
 pub use executor::{ExecutorOptions, memory_share, run_executor};
 pub use jobs::failed_job_error;
+pub use shuffle_files::ShuffleCompression;
 
 use crate::catalog::DEFAULT_NAMESPACE;
 use crate::codec::FloePhysicalCodec;
@@ -92,6 +95,14 @@ pub fn session_config(catalog_name: &str, target_partitions: usize) -> SessionCo
     // Plain Utf8 for string literals: clients and Iceberg columns use it.
     config.options_mut().sql_parser.map_string_types_to_utf8view = false;
     joins::configure(&mut config);
+    // Ballista's hash-partitioned stage writer, which executors replace with
+    // `shuffle_files`; its sort-based one is the default.
+    if let Err(e) = config
+        .options_mut()
+        .set("ballista.shuffle.sort_based.enabled", "false")
+    {
+        tracing::warn!("cannot turn off Ballista's sort-based shuffle: {e}");
+    }
     config
 }
 
@@ -167,6 +178,7 @@ impl Cluster {
         &self,
         slots: usize,
         memory_limit: Option<u64>,
+        shuffle_compression: ShuffleCompression,
     ) -> Result<JoinHandle<()>> {
         let work_dir = std::env::temp_dir().join(format!("floe-work-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&work_dir)
@@ -176,6 +188,7 @@ impl Cluster {
             self.scheduler_addr,
             slots,
             memory_limit,
+            shuffle_compression,
             work_dir,
         ))
     }

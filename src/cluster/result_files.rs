@@ -2,8 +2,8 @@
 //! them, and how the coordinator reads its in-process executors' results while they
 //! are written.
 //!
-//! Executors write such an output as Ballista does (an LZ4-compressed Arrow IPC file,
-//! where Ballista's shuffle reads and its Flight service find it), through
+//! Executors write such an output as Ballista does (an Arrow IPC file where Ballista's
+//! shuffle reads and its Flight service find it, compressed as the executor is told), through
 //! [`ResultStageExec`]. A coordinator subscribed to a job ([`live`]) hears of each
 //! partition its in-process executors start: it follows the file as it grows, and for
 //! the job's result stage it takes the batches in memory first. A writer waits for the
@@ -21,12 +21,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ballista_core::execution_plans::{ShuffleReaderExec, ShuffleWriterExec, create_shuffle_path};
+use ballista_core::execution_plans::{ShuffleReaderExec, create_shuffle_path};
 use ballista_core::serde::protobuf::{PartitionLocation, ShuffleWritePartition};
 use ballista_executor::execution_engine::QueryStageExecutor;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::ipc::CompressionType;
 use datafusion::arrow::ipc::reader::StreamReader;
 use datafusion::arrow::ipc::writer::{IpcWriteOptions, StreamWriter};
 use datafusion::common::tree_node::{Transformed, TreeNode};
@@ -38,6 +37,8 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::SendTimeoutError;
+
+use super::shuffle_files::StageOutput;
 
 /// How long a result batch may wait for room in the coordinator's memory queue before
 /// it and the rest of its partition go to the file: a client reading steadily paces the
@@ -51,45 +52,18 @@ const CHANNEL_BATCHES: usize = 2;
 /// shuffle writer would, and telling a subscribed coordinator about it.
 #[derive(Debug)]
 pub(super) struct ResultStageExec {
-    job_id: String,
-    stage_id: usize,
-    work_dir: String,
+    output: StageOutput,
     input: Arc<dyn ExecutionPlan>,
     metrics: ExecutionPlanMetricsSet,
 }
 
 impl ResultStageExec {
-    /// The stage of `writer` if it has no output partitioning.
-    pub(super) fn for_unpartitioned(
-        writer: &ShuffleWriterExec,
-        work_dir: &str,
-    ) -> DfResult<Option<Self>> {
-        if writer.shuffle_output_partitioning().is_some() {
-            return Ok(None);
-        }
-        let Some(input) = writer.children().first().map(|c| (*c).clone()) else {
-            return Ok(None);
-        };
-        // As Ballista's engine does: shuffle reads find local files in this executor's
-        // work directory.
-        let input = input
-            .transform(
-                |plan| match plan.as_any().downcast_ref::<ShuffleReaderExec>() {
-                    Some(reader) => Ok(Transformed::yes(Arc::new(
-                        reader.with_work_dir(work_dir.to_string()),
-                    )
-                        as Arc<dyn ExecutionPlan>)),
-                    None => Ok(Transformed::no(plan)),
-                },
-            )?
-            .data;
-        Ok(Some(Self {
-            job_id: writer.job_id().to_string(),
-            stage_id: writer.stage_id(),
-            work_dir: work_dir.to_string(),
-            input,
+    pub(super) fn new(output: StageOutput, input: Arc<dyn ExecutionPlan>) -> DfResult<Self> {
+        Ok(Self {
+            input: with_local_reads(input, &output.work_dir)?,
+            output,
             metrics: ExecutionPlanMetricsSet::new(),
-        }))
+        })
     }
 }
 
@@ -98,7 +72,7 @@ impl fmt::Display for ResultStageExec {
         write!(
             f,
             "ResultStageExec: job {} stage {}",
-            self.job_id, self.stage_id
+            self.output.job_id, self.output.stage_id
         )
     }
 }
@@ -110,17 +84,7 @@ impl QueryStageExecutor for ResultStageExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DfResult<Vec<ShuffleWritePartition>> {
-        let path = create_shuffle_path(
-            &self.work_dir,
-            &self.job_id,
-            self.stage_id,
-            partition,
-            None,
-            false,
-        )?;
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
+        let path = self.output.file(partition, None)?;
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
         let mut input = self
             .input
@@ -128,10 +92,17 @@ impl QueryStageExecutor for ResultStageExec {
             .map_err(as_task_error)?;
         let schema = input.schema();
         let progress = Arc::new(Progress::default());
-        let file = ResultFile::create(&path, &schema, progress.clone())?;
+        let options = self.output.compression.ipc_options()?;
+        let file = ResultFile::create(&path, &schema, options, progress.clone())?;
         // The coordinator's own result partitions go to it in memory while it keeps up,
         // to the file from the first batch it has no room for.
-        let mut memory = live::publish(&self.job_id, self.stage_id, partition, path, progress);
+        let mut memory = live::publish(
+            &self.output.job_id,
+            self.output.stage_id,
+            partition,
+            path,
+            progress,
+        );
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
         let writer = tokio::task::spawn_blocking(move || file.write_all(rx));
         let (mut batches, mut rows) = (0u64, 0u64);
@@ -195,9 +166,26 @@ impl QueryStageExecutor for ResultStageExec {
     }
 }
 
+/// `plan` with its shuffle reads finding local files in this executor's `work_dir`, as
+/// Ballista's engine sets them up.
+pub(super) fn with_local_reads(
+    plan: Arc<dyn ExecutionPlan>,
+    work_dir: &str,
+) -> DfResult<Arc<dyn ExecutionPlan>> {
+    let plan = plan.transform(
+        |plan| match plan.as_any().downcast_ref::<ShuffleReaderExec>() {
+            Some(reader) => Ok(Transformed::yes(
+                Arc::new(reader.with_work_dir(work_dir.to_string())) as Arc<dyn ExecutionPlan>,
+            )),
+            None => Ok(Transformed::no(plan)),
+        },
+    )?;
+    Ok(plan.data)
+}
+
 /// The error as Ballista's shuffle writer passes it on: its `Debug` text, which is what
 /// carries a task report (`task_errors`).
-fn as_task_error(e: DataFusionError) -> DataFusionError {
+pub(super) fn as_task_error(e: DataFusionError) -> DataFusionError {
     DataFusionError::Execution(format!("{e:?}"))
 }
 
@@ -207,8 +195,8 @@ enum Write {
     End,
 }
 
-/// An output file being written: LZ4-compressed Arrow IPC, as Ballista writes stage
-/// outputs, flushed after every batch so that a reader can follow it.
+/// An output file being written: Arrow IPC, as Ballista writes stage outputs (compressed
+/// as the executor is told), flushed after every batch so that a reader can follow it.
 struct ResultFile {
     path: PathBuf,
     writer: StreamWriter<BufWriter<Counted<File>>>,
@@ -216,13 +204,16 @@ struct ResultFile {
 }
 
 impl ResultFile {
-    fn create(path: &Path, schema: &SchemaRef, progress: Arc<Progress>) -> DfResult<Self> {
+    fn create(
+        path: &Path,
+        schema: &SchemaRef,
+        options: IpcWriteOptions,
+        progress: Arc<Progress>,
+    ) -> DfResult<Self> {
         let file = Counted {
             inner: File::create(path)?,
             bytes: 0,
         };
-        let options =
-            IpcWriteOptions::default().try_with_compression(Some(CompressionType::LZ4_FRAME))?;
         let writer = StreamWriter::try_new_with_options(BufWriter::new(file), schema, options)?;
         let mut file = Self {
             path: path.to_path_buf(),

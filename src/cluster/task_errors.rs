@@ -11,58 +11,17 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use ballista_core::execution_plans::ShuffleWriterExec;
-use ballista_executor::execution_engine::{
-    DefaultExecutionEngine, ExecutionEngine, QueryStageExecutor,
-};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_plan::execution_plan::reset_plan_states;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use datafusion::prelude::SessionConfig;
 use futures::TryStreamExt;
 
-use super::result_files::ResultStageExec;
 use crate::error::FloeError;
-
-/// Ballista's execution engine, with [`ReportErrorsExec`] under each shuffle writer,
-/// and unpartitioned outputs written by [`ResultStageExec`].
-#[derive(Default)]
-pub struct ReportingEngine(DefaultExecutionEngine);
-
-impl ExecutionEngine for ReportingEngine {
-    fn create_query_stage_exec(
-        &self,
-        job_id: String,
-        stage_id: usize,
-        partition_id: usize,
-        plan: Arc<dyn ExecutionPlan>,
-        work_dir: &str,
-        config: &SessionConfig,
-    ) -> DfResult<Arc<dyn QueryStageExecutor>> {
-        // Tasks of a stage share the decoded plan: a fresh copy per task keeps each
-        // task's operator state and metrics its own (EXPLAIN ANALYZE sums them).
-        let plan = reset_plan_states(plan)?;
-        let children = plan
-            .children()
-            .into_iter()
-            .map(|child| Arc::new(ReportErrorsExec(child.clone())) as Arc<dyn ExecutionPlan>)
-            .collect();
-        let plan = plan.with_new_children(children)?;
-        if let Some(writer) = plan.as_any().downcast_ref::<ShuffleWriterExec>()
-            && let Some(stage) = ResultStageExec::for_unpartitioned(writer, work_dir)?
-        {
-            return Ok(Arc::new(stage));
-        }
-        self.0
-            .create_query_stage_exec(job_id, stage_id, partition_id, plan, work_dir, config)
-    }
-}
 
 /// Passes its input through, turning errors into reported [`FloeError`]s.
 #[derive(Debug)]
-struct ReportErrorsExec(Arc<dyn ExecutionPlan>);
+pub(super) struct ReportErrorsExec(pub(super) Arc<dyn ExecutionPlan>);
 
 impl ExecutionPlan for ReportErrorsExec {
     fn name(&self) -> &str {

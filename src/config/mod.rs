@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::cluster::ShuffleCompression;
 use crate::error::{FloeError, Result};
 
 /// The file form: every key optional, unknown keys refused.
@@ -22,6 +23,7 @@ pub struct FileConfig {
     pub local_executors: Option<usize>,
     pub executor_slots: Option<usize>,
     pub executor_memory_mb: Option<u64>,
+    pub shuffle_compression: Option<ShuffleCompression>,
     pub target_partitions: Option<usize>,
     pub statement_timeout_secs: Option<u64>,
     pub executor_wait_secs: Option<u64>,
@@ -121,6 +123,10 @@ pub struct ServeArgs {
     /// slots (default: half the machine's memory).
     #[arg(long, env = "FLOE_EXECUTOR_MEMORY_MB")]
     pub executor_memory_mb: Option<u64>,
+    /// How in-process executors compress the stage outputs they write (default none: a
+    /// shuffle on one machine is read back from memory)
+    #[arg(long, env = "FLOE_SHUFFLE_COMPRESSION", value_enum)]
+    pub shuffle_compression: Option<ShuffleCompression>,
     /// Partitions a scan is split into at most (default: number of CPUs).
     #[arg(long, env = "FLOE_TARGET_PARTITIONS")]
     pub target_partitions: Option<usize>,
@@ -256,6 +262,7 @@ pub struct ServeConfig {
     pub executor_slots: usize,
     /// Memory the tasks of each in-process executor may hold, in bytes; `None`: no limit.
     pub executor_memory: Option<u64>,
+    pub shuffle_compression: ShuffleCompression,
     pub target_partitions: usize,
     /// Longest a statement's job may run; `None`: no limit.
     pub statement_timeout: Option<Duration>,
@@ -451,6 +458,10 @@ impl ServeConfig {
             local_executors,
             executor_slots,
             executor_memory,
+            shuffle_compression: args
+                .shuffle_compression
+                .or(file.shuffle_compression)
+                .unwrap_or_default(),
             target_partitions,
             statement_timeout,
             executor_wait,
