@@ -244,6 +244,13 @@ def test_explain_analyze_shows_each_stage_where_it_ran_and_what_it_read(cluster)
     # The final stage reads the scan stage's output and counts one row per tag.
     final = rows[titles[-1]]
     assert "reads stage" in final.splitlines()[0]
+    # Each stage says when it was scheduled and when its last task was done, in ms since
+    # the job started: the final one only once the scan stage was done.
+    spans = {title: tuple(map(int, re.search(r"from \+(\d+) to \+(\d+) ms", text.splitlines()[0]).groups()))
+             for title, text in rows.items() if title != "Job"}
+    assert all(start <= end for start, end in spans.values()), spans
+    scan_title = next(title for title, text in rows.items() if text == scan_stage)
+    assert spans[titles[-1]][0] >= spans[scan_title][1], spans
     assert re.search(r"output_rows=3\b", final), final
 
 
@@ -366,4 +373,29 @@ def test_shuffle_files_are_full_batches_compressed_as_each_executor_is_told(tmp_
     finally:
         for executor in executors:
             executor.stop()
+        server.stop()
+
+
+def test_a_task_gathers_a_bounded_amount_of_wide_rows_before_writing_them(tmp_path):
+    """Rows of 4 KB shuffled into 4 partitions: a task gathering full batches (8192 rows,
+    32 MB a partition) would hold 128 MB; it holds at most 32 MB in all, writing the
+    partition with the most rows whenever it is over, so no batch it writes comes near
+    a full one (about 2,100 rows each when measured; 8192 without the bound)."""
+    server = Server(tmp_path / "data", ["--local-executors", "0", "--local-query-max-bytes", "0",
+                                        "--target-partitions", "4"])
+    executor = server.start_executor(tmp_path / "executor.log", work_dir=tmp_path / "work", slots=1)
+    try:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE wide (id BIGINT, s STRING)")
+            cur.execute("INSERT INTO wide SELECT value, repeat(CAST(value % 10 AS VARCHAR), 4000) "
+                        "FROM generate_series(1, 40000)")
+            # Every (s, id) is its own group: the partial aggregate passes all rows on.
+            answer = query(cur, "SELECT count(*) AS n FROM (SELECT s, id, count(*) AS c FROM wide "
+                                "GROUP BY s, id) WHERE c = 1").to_pylist()
+        assert answer == [{"n": 40000}]
+        batches = [rows for _, file in shuffle_files(tmp_path / "work") for rows in file]
+        assert sum(batches) == 40000, "every row was shuffled once"
+        assert max(batches) <= 4096, batches
+    finally:
+        executor.stop()
         server.stop()

@@ -24,9 +24,10 @@ pub(super) fn render(graph: &ExecutionGraphBox, elapsed: Duration) -> Vec<(Strin
             elapsed.as_millis()
         ),
     )];
+    let job_start = u128::from(graph.start_time());
     for (id, stage) in stages {
         let text = match stage {
-            ExecutionStage::Successful(stage) => successful_stage(stage),
+            ExecutionStage::Successful(stage) => successful_stage(stage, job_start),
             // A finished job's stages all succeeded; say so if one did not.
             _ => "did not complete".to_string(),
         };
@@ -42,25 +43,33 @@ fn task_count(stage: &ExecutionStage) -> usize {
     }
 }
 
-fn successful_stage(stage: &SuccessfulStage) -> String {
+/// The stage's header, plan and metrics. Its times are milliseconds since `job_start`:
+/// when its first task was scheduled (all it waited for had finished), and when its
+/// last task's result reached the scheduler.
+fn successful_stage(stage: &SuccessfulStage, job_start: u128) -> String {
     let mut per_executor: BTreeMap<&str, usize> = BTreeMap::new();
     let (mut started, mut ended) = (u128::MAX, 0);
+    let (mut scheduled, mut finished) = (u128::MAX, 0);
     for task in &stage.task_infos {
         if let task_status::Status::Successful(done) = &task.task_status {
             *per_executor.entry(&done.executor_id).or_default() += 1;
         }
         started = started.min(task.start_exec_time);
         ended = ended.max(task.end_exec_time);
+        scheduled = scheduled.min(task.scheduled_time);
+        finished = finished.max(task.finish_time);
     }
     let executors: Vec<String> = per_executor
         .iter()
         .map(|(id, tasks)| format!("{tasks} on executor {}", short_id(id)))
         .collect();
     let mut text = format!(
-        "{} task(s) ({}), {} ms",
+        "{} task(s) ({}), {} ms, from +{} to +{} ms",
         stage.partitions,
         executors.join(", "),
-        ended.saturating_sub(started)
+        ended.saturating_sub(started),
+        scheduled.saturating_sub(job_start),
+        finished.saturating_sub(job_start),
     );
     let mut inputs: Vec<usize> = stage.inputs.keys().copied().collect();
     inputs.sort_unstable();

@@ -12,7 +12,7 @@
 //!   12% of the CPU of TPC-H SF1 on two cores (8.6% compressing, 3.5% decompressing);
 //! - each partition's rows are gathered into batches of the session's batch size, so
 //!   that many output partitions do not hand the next stage many small batches;
-//! - nothing is buffered beyond those batches, so nothing spills.
+//! - a task holds at most [`MAX_GATHERED_BYTES`] of such rows, so nothing spills.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -42,6 +42,12 @@ use super::result_files::{as_task_error, with_local_reads};
 
 /// Batches in flight between a task's plan and the thread writing its files.
 const CHANNEL_BATCHES: usize = 2;
+
+/// Most a task holds of rows it gathers into full batches, in bytes (estimated from the
+/// size of the rows it received): past it, the partition holding the most rows is
+/// written as it is. Many output partitions of wide rows would otherwise hold up to a
+/// batch each.
+const MAX_GATHERED_BYTES: usize = 32 * 1024 * 1024;
 
 /// How executors compress the stage outputs they write (`--shuffle-compression`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
@@ -149,6 +155,8 @@ impl QueryStageExecutor for PartitionedStageExec {
             options: self.output.compression.ipc_options()?,
             batch_size: context.session_config().batch_size(),
             outputs: (0..self.partitions).map(|_| None).collect(),
+            gathered_rows: 0,
+            row_bytes: 0,
             metrics: metrics.clone(),
         };
         let mut input = self
@@ -227,6 +235,10 @@ struct PartitionFiles {
     batch_size: usize,
     /// Per output partition, once it has rows.
     outputs: Vec<Option<PartitionFile>>,
+    /// Rows gathered (received, not yet written) over all partitions.
+    gathered_rows: usize,
+    /// Bytes of a received row, as of the last batch.
+    row_bytes: usize,
     metrics: WriteMetrics,
 }
 
@@ -247,7 +259,9 @@ impl PartitionFiles {
         mut rx: mpsc::Receiver<RecordBatch>,
     ) -> DfResult<Vec<ShuffleWritePartition>> {
         while let Some(batch) = rx.blocking_recv() {
+            self.row_bytes = batch.get_array_memory_size() / batch.num_rows().max(1);
             partitioner.partition(batch, |partition, rows| self.add(partition, rows))?;
+            self.write_largest_while_over_budget()?;
         }
         self.finish()
     }
@@ -260,8 +274,35 @@ impl PartitionFiles {
         let Some(output) = &mut self.outputs[partition] else {
             return Ok(());
         };
+        let before = output.pending.get_buffered_rows();
         output.pending.push_batch(rows)?;
-        output.write_completed(&self.metrics)
+        output.write_completed(&self.metrics)?;
+        self.gathered_rows =
+            (self.gathered_rows + output.pending.get_buffered_rows()).saturating_sub(before);
+        Ok(())
+    }
+
+    fn write_largest_while_over_budget(&mut self) -> DfResult<()> {
+        while self.gathered_rows.saturating_mul(self.row_bytes) > MAX_GATHERED_BYTES {
+            let largest = self
+                .outputs
+                .iter_mut()
+                .flatten()
+                .max_by_key(|output| output.pending.get_buffered_rows());
+            let Some(output) = largest else {
+                return Ok(());
+            };
+            let _timer = self.metrics.write_time.timer();
+            let rows = output.pending.get_buffered_rows();
+            output.pending.finish_buffered_batch()?;
+            output.write_completed(&self.metrics)?;
+            if rows == 0 {
+                self.gathered_rows = 0;
+                return Ok(());
+            }
+            self.gathered_rows = self.gathered_rows.saturating_sub(rows);
+        }
+        Ok(())
     }
 
     fn create(&self, partition: usize) -> DfResult<PartitionFile> {
