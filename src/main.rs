@@ -55,13 +55,13 @@ struct ExecutorArgs {
     /// (default 3; keep it well below the coordinator's executor_timeout_secs).
     #[arg(long, env = "FLOE_EXECUTOR_HEARTBEAT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
     heartbeat_secs: Option<u64>,
-    /// How this executor compresses the stage outputs it writes (default none; the
-    /// Flight service compresses what it sends to other executors either way).
+    /// How this executor compresses the stage outputs it writes (default lz4: other
+    /// machines fetch them as they are on disk).
     #[arg(
         long,
         env = "FLOE_SHUFFLE_COMPRESSION",
         value_enum,
-        default_value = "none"
+        default_value = "lz4"
     )]
     shuffle_compression: ShuffleCompression,
 }

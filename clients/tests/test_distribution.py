@@ -334,16 +334,16 @@ def shuffle_files(work_dir):
 
 def test_shuffle_files_are_full_batches_compressed_as_each_executor_is_told(tmp_path):
     """A shuffle into 8 partitions: each task's file per partition holds batches of the
-    session's batch size (8192 rows) but its last; the executor started with
-    `--shuffle-compression lz4` writes files much smaller per row than the one
-    left at the default (none); the join's answer is the same whoever wrote what."""
+    session's batch size (8192 rows) but its last; the executor left at its default
+    (lz4) writes files much smaller per row than the one started with
+    `--shuffle-compression none`; the join's answer is the same whoever wrote what."""
     server = Server(tmp_path / "data", ["--local-executors", "0", "--local-query-max-bytes", "0",
                                         "--target-partitions", "8"])
     work_dirs = {"none": tmp_path / "plain", "lz4": tmp_path / "lz4"}
     executors = [
-        server.start_executor(tmp_path / "plain.log", work_dir=work_dirs["none"]),
-        server.start_executor(tmp_path / "lz4.log", work_dir=work_dirs["lz4"],
-                              env={"FLOE_SHUFFLE_COMPRESSION": "lz4"}),
+        server.start_executor(tmp_path / "plain.log", work_dir=work_dirs["none"],
+                              env={"FLOE_SHUFFLE_COMPRESSION": "none"}),
+        server.start_executor(tmp_path / "lz4.log", work_dir=work_dirs["lz4"]),
     ]
     try:
         with server.connect() as conn, conn.cursor() as cur:

@@ -6,10 +6,12 @@
 //! shuffle reads (local files, or the executor's Flight service) find it. Unlike
 //! Ballista's writers:
 //!
-//! - the files are compressed only if the executor is told to ([`ShuffleCompression`]):
-//!   a shuffle is read back from the page cache of the same machine, or through the
-//!   Flight service, which compresses what it sends whatever the file holds; LZ4 took
-//!   12% of the CPU of TPC-H SF1 on two cores (8.6% compressing, 3.5% decompressing);
+//! - the files are compressed as the executor is told ([`ShuffleCompression`]): not at
+//!   all by default in `floe serve`'s in-process executors, whose outputs the tasks and
+//!   the coordinator of the same machine read from the page cache (LZ4 took 12% of the
+//!   CPU of TPC-H SF1 on two cores there: 8.6% compressing, 3.5% decompressing); LZ4 by
+//!   default in `floe executor`, whose outputs other machines fetch as the bytes of the
+//!   file (Ballista's block transport);
 //! - each partition's rows are gathered into batches of the session's batch size, so
 //!   that many output partitions do not hand the next stage many small batches;
 //! - a task holds at most [`MAX_GATHERED_BYTES`] of such rows, so nothing spills.
@@ -53,7 +55,8 @@ const MAX_GATHERED_BYTES: usize = 32 * 1024 * 1024;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ShuffleCompression {
-    /// Plain Arrow IPC: least CPU; the files take the Arrow size of the rows.
+    /// Plain Arrow IPC: least CPU; the files (and what other machines fetch) take the
+    /// Arrow size of the rows.
     #[default]
     None,
     /// LZ4 frames, as Ballista writes: smaller files for some CPU.

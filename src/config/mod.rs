@@ -123,8 +123,8 @@ pub struct ServeArgs {
     /// slots (default: half the machine's memory).
     #[arg(long, env = "FLOE_EXECUTOR_MEMORY_MB")]
     pub executor_memory_mb: Option<u64>,
-    /// How in-process executors compress the stage outputs they write (default none: a
-    /// shuffle on one machine is read back from memory)
+    /// How in-process executors compress the stage outputs they write (default none: the
+    /// tasks and the coordinator of this machine read them from the page cache)
     #[arg(long, env = "FLOE_SHUFFLE_COMPRESSION", value_enum)]
     pub shuffle_compression: Option<ShuffleCompression>,
     /// Partitions a scan is split into at most (default: number of CPUs).
