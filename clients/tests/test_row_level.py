@@ -76,11 +76,23 @@ def test_rows_where_the_condition_is_null_are_kept(cur, catalog, events):
     assert [r["id"] for r in pyiceberg_rows(catalog, events)] == [1, 6]
 
 
-def test_delete_without_where_empties_the_table(cur, catalog, events):
-    assert affected(cur, f"DELETE FROM {events}") == 7
+@pytest.mark.parametrize("statement", ["DELETE FROM {}", "TRUNCATE TABLE {}", "TRUNCATE {}"])
+def test_delete_without_where_and_truncate_empty_the_table(cur, catalog, events, statement):
+    before = catalog.load_table(events).current_snapshot().snapshot_id
+    assert affected(cur, statement.format(events)) == 7
     assert rows(cur, events) == []
-    assert files(catalog, events) == set()
-    assert history(catalog, events)[-1] == "overwrite"
+    assert files(catalog, events) == set() and pyiceberg_rows(catalog, events) == []
+    # Only files removed: a `delete` snapshot, as Iceberg's OverwriteFiles names it.
+    assert history(catalog, events)[-1] == "delete"
+    # The rows are still there to travel back to.
+    assert len(query(cur, f"SELECT * FROM {events} VERSION AS OF {before}")) == 7
+
+
+def test_truncate_takes_only_a_whole_table(cur, events):
+    for sql in [f"TRUNCATE TABLE {events} PARTITION (day = '2024-01-01')", f"TRUNCATE TABLE {events}, {events}"]:
+        with pytest.raises(adbc_driver_manager.NotSupportedError, match="TRUNCATE"):
+            cur.execute(sql)
+    assert len(rows(cur, events)) == 7
 
 
 def test_a_statement_that_matches_nothing_commits_nothing(cur, catalog, events):

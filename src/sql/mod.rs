@@ -765,6 +765,7 @@ fn parse_statement(sql: &str) -> Result<DfStatement> {
 fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     types::microsecond_timestamps(statement);
     time_travel::rewrite(statement)?;
+    row_level::truncate_as_delete(statement)?;
     row_level::delete_alias_as_table(statement);
     row_level::using_as_exists(statement)?;
     params::number_placeholders(statement);

@@ -43,7 +43,7 @@ use iceberg::spec::{FormatVersion, Operation};
 use iceberg::table::Table;
 
 use super::ddl::normalize;
-use super::parse::parse;
+use super::parse::{parse, sql_statement_mut};
 use super::resolve::StatementCatalog;
 use super::{Engine, Query};
 use crate::error::{FloeError, Result};
@@ -278,6 +278,37 @@ pub(super) fn using_as_exists(statement: &mut DfStatement) -> Result<()> {
         subquery,
         negated: false,
     });
+    Ok(())
+}
+
+/// `TRUNCATE [TABLE] t` as `DELETE FROM t`, as Spark and Trino run it on Iceberg tables:
+/// one `delete` snapshot that drops every data file (the table's history keeps them).
+pub(super) fn truncate_as_delete(statement: &mut DfStatement) -> Result<()> {
+    let Some(inner) = sql_statement_mut(statement) else {
+        return Ok(());
+    };
+    let Statement::Truncate(truncate) = inner else {
+        return Ok(());
+    };
+    let [target] = truncate.table_names.as_slice() else {
+        return Err(FloeError::unimplemented("TRUNCATE: one table at a time"));
+    };
+    let plain = truncate.partitions.is_none()
+        && !truncate.if_exists
+        && truncate.identity.is_none()
+        && truncate.cascade.is_none()
+        && truncate.on_cluster.is_none()
+        && !target.only
+        && !target.has_asterisk;
+    if !plain {
+        return Err(FloeError::unimplemented(
+            "TRUNCATE: only `TRUNCATE [TABLE] name` (use DELETE FROM … WHERE … for part of a table)",
+        ));
+    }
+    let DfStatement::Statement(delete) = parse(&format!("DELETE FROM {}", target.name))? else {
+        return Err(FloeError::internal("DELETE parsed as another statement"));
+    };
+    *inner = *delete;
     Ok(())
 }
 

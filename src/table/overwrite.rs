@@ -308,10 +308,21 @@ async fn write_snapshot(
     writer.add_delete_files(deletes).await?;
     let summary = summary(write_id, &added_counts, &removed, &totals);
     let summary = Summary {
-        operation: overwrite.operation.clone(),
+        operation: operation(&overwrite.operation, &added_counts, &removed),
         ..summary
     };
     Ok((writer.finish(summary).await?, added_counts.data_records))
+}
+
+/// The snapshot's operation: an `overwrite` that only removes data files is a `delete`,
+/// as Iceberg's own `OverwriteFiles` names it (a DELETE or TRUNCATE that drops whole
+/// files).
+fn operation(planned: &Operation, added: &Counts, removed: &Counts) -> Operation {
+    let removes_only = added.data_files == 0 && added.delete_files == 0 && removed.data_files > 0;
+    match planned {
+        Operation::Overwrite if removes_only => Operation::Delete,
+        planned => planned.clone(),
+    }
 }
 
 /// A delete file in the partition of the data file it applies to, which must still be
