@@ -205,6 +205,26 @@ def test_compaction_runs_on_the_executors(cluster):
     assert files <= set(reads)
 
 
+def test_a_shuffle_that_no_row_reaches_gives_empty_answers(cluster):
+    """Every task of the stage writes no shuffle file: the next stage reads nothing. (The
+    filter cannot prune a file by its bounds, so every file is read.)"""
+    server, _ = cluster
+    events_table(server, "empty_shuffle", tags=3)
+    with server.connect() as conn, conn.cursor() as cur:
+        none = "length(tag) > 100"
+        assert query(cur, f"SELECT tag, count(*) AS n FROM empty_shuffle.events WHERE {none} "
+                          "GROUP BY tag").num_rows == 0
+        assert query(cur, f"SELECT count(DISTINCT tag) AS n FROM empty_shuffle.events "
+                          f"WHERE {none}").to_pylist() == [{"n": 0}]
+        explained = query(cur, f"EXPLAIN ANALYZE SELECT tag, count(*) AS n FROM empty_shuffle.events "
+                               f"WHERE {none} GROUP BY tag")
+        assert any(re.search(r"\bfiles=8\b", plan) for plan in explained["plan"].to_pylist()), \
+            "the scan read every file"
+        # Only some output partitions get rows: the others are simply absent.
+        assert query(cur, "SELECT tag, count(*) AS n FROM empty_shuffle.events WHERE id < 10 "
+                          "GROUP BY tag").to_pylist() == [{"tag": "t0", "n": 10}]
+
+
 def test_results_stream_from_remote_executors(cluster):
     server, _ = cluster
     with server.connect() as conn, conn.cursor() as cur:

@@ -88,6 +88,15 @@ def test_delete_without_where_and_truncate_empty_the_table(cur, catalog, events,
     assert len(query(cur, f"SELECT * FROM {events} VERSION AS OF {before}")) == 7
 
 
+def test_truncate_of_a_table_whose_name_needs_quotes(cur, catalog, schema):
+    name = f'{schema}."it""s a table"'
+    cur.execute(f"CREATE TABLE {name} (v STRING)")
+    cur.execute(f"INSERT INTO {name} VALUES ('it''s'), ('x')")
+    assert affected(cur, f"TRUNCATE TABLE {name}") == 2
+    assert query(cur, f"SELECT count(*) AS n FROM {name}").to_pylist() == [{"n": 0}]
+    assert catalog.load_table((schema, 'it"s a table')).scan().to_arrow().num_rows == 0
+
+
 def test_truncate_takes_only_a_whole_table(cur, events):
     for sql in [f"TRUNCATE TABLE {events} PARTITION (day = '2024-01-01')", f"TRUNCATE TABLE {events}, {events}"]:
         with pytest.raises(adbc_driver_manager.NotSupportedError, match="TRUNCATE"):

@@ -213,7 +213,8 @@ def test_an_insert_query_may_repeat_a_column_name(cur, catalog, schema):
     cur.execute(f"INSERT INTO {schema}.pairs SELECT value, value FROM generate_series(2, 3)")
     cur.execute(f"INSERT INTO {schema}.pairs SELECT a, a * 10 AS a FROM {schema}.pairs WHERE a = 1 UNION ALL SELECT 4, 4")
     cur.execute(f"INSERT INTO {schema}.pairs (b, a) SELECT p.a, a + 100 FROM {schema}.pairs p WHERE a = 4")
-    expected = [(1, 1), (1, 10), (2, 2), (3, 3), (4, 4), (104, 4)]
+    cur.execute(f"INSERT INTO {schema}.pairs SELECT length('it''s'), length('it''s')")
+    expected = [(1, 1), (1, 10), (2, 2), (3, 3), (4, 4), (4, 4), (104, 4)]
     assert [tuple(r.values()) for r in query(cur, f"SELECT * FROM {schema}.pairs ORDER BY a, b").to_pylist()] == expected
     assert sorted(catalog.load_table(f"{schema}.pairs").scan().to_arrow().to_pylist(), key=lambda r: (r["a"], r["b"])) == [
         {"a": a, "b": b} for a, b in expected

@@ -20,12 +20,12 @@ use super::task_errors::ReportErrorsExec;
 /// Ballista's execution engine, with [`ReportErrorsExec`] under each shuffle writer, and
 /// stage outputs written by Floe: unpartitioned ones by [`ResultStageExec`],
 /// hash-partitioned ones by [`PartitionedStageExec`], compressed as `compression` says.
-pub struct ReportingEngine {
+pub struct FloeEngine {
     ballista: DefaultExecutionEngine,
     compression: ShuffleCompression,
 }
 
-impl ReportingEngine {
+impl FloeEngine {
     pub fn new(compression: ShuffleCompression) -> Self {
         Self {
             ballista: DefaultExecutionEngine::default(),
@@ -34,7 +34,7 @@ impl ReportingEngine {
     }
 }
 
-impl ExecutionEngine for ReportingEngine {
+impl ExecutionEngine for FloeEngine {
     fn create_query_stage_exec(
         &self,
         job_id: String,

@@ -13,7 +13,7 @@ use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_
 use datafusion::functions_nested::all_default_nested_functions;
 use tokio::task::JoinHandle;
 
-use super::engine::ReportingEngine;
+use super::engine::FloeEngine;
 use super::shuffle_files::ShuffleCompression;
 use super::{MAX_MESSAGE_SIZE, RESULT_RETENTION};
 use crate::codec::FloePhysicalCodec;
@@ -67,9 +67,7 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
         grpc_max_encoding_message_size: MAX_MESSAGE_SIZE as u32,
         override_physical_codec: Some(Arc::new(FloePhysicalCodec::default())),
         override_function_registry: Some(Arc::new(function_registry())),
-        override_execution_engine: Some(Arc::new(ReportingEngine::new(
-            options.shuffle_compression,
-        ))),
+        override_execution_engine: Some(Arc::new(FloeEngine::new(options.shuffle_compression))),
         ..Default::default()
     }
 }

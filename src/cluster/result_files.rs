@@ -157,13 +157,19 @@ impl QueryStageExecutor for ResultStageExec {
     }
 
     fn collect_plan_metrics(&self) -> Vec<MetricsSet> {
-        // Same shape as Ballista's: the writer's metrics, then those of its plan.
-        let mut all = vec![self.metrics.clone_inner()];
-        all.extend(ballista_core::utils::collect_plan_metrics(
-            self.input.as_ref(),
-        ));
-        all
+        stage_metrics(&self.metrics, &self.input)
     }
+}
+
+/// A stage's metrics as Ballista's writers report them: the writer's own, then those of
+/// its plan.
+pub(super) fn stage_metrics(
+    writer: &ExecutionPlanMetricsSet,
+    input: &Arc<dyn ExecutionPlan>,
+) -> Vec<MetricsSet> {
+    let mut all = vec![writer.clone_inner()];
+    all.extend(ballista_core::utils::collect_plan_metrics(input.as_ref()));
+    all
 }
 
 /// `plan` with its shuffle reads finding local files in this executor's `work_dir`, as

@@ -40,7 +40,7 @@ use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-use super::result_files::{as_task_error, with_local_reads};
+use super::result_files::{as_task_error, stage_metrics, with_local_reads};
 
 /// Batches in flight between a task's plan and the thread writing its files.
 const CHANNEL_BATCHES: usize = 2;
@@ -199,12 +199,7 @@ impl QueryStageExecutor for PartitionedStageExec {
     }
 
     fn collect_plan_metrics(&self) -> Vec<MetricsSet> {
-        // Same shape as Ballista's: the writer's metrics, then those of its plan.
-        let mut all = vec![self.metrics.clone_inner()];
-        all.extend(ballista_core::utils::collect_plan_metrics(
-            self.input.as_ref(),
-        ));
-        all
+        stage_metrics(&self.metrics, &self.input)
     }
 }
 

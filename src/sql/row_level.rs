@@ -39,7 +39,7 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{self, Statement};
 use futures::TryStreamExt;
-use iceberg::spec::{FormatVersion, Operation};
+use iceberg::spec::FormatVersion;
 use iceberg::table::Table;
 
 use super::ddl::normalize;
@@ -478,8 +478,8 @@ impl Engine {
     }
 
     /// Commits a merge-on-read write: `written` holds its `delete_files` position delete
-    /// files, then its data files. The snapshot is a `delete` (deletes only), an
-    /// `append` (rows only) or an `overwrite` (both); no data file is removed.
+    /// files, then its data files. The snapshot is an `append` (rows only), else an
+    /// overwrite that removes no data file (named `delete` when it adds no rows).
     pub(super) async fn commit_merge_on_read(
         &self,
         table: &Table,
@@ -487,16 +487,9 @@ impl Engine {
         written: &[WrittenFile],
         delete_files: usize,
     ) -> Result<()> {
-        let how = match (delete_files > 0, written.len() > delete_files) {
-            (false, _) => WriteCommit::Append,
-            (true, adds_rows) => WriteCommit::Overwrite(Overwrite {
-                removal: Removal::Nothing,
-                metadata_updates: Vec::new(),
-                operation: match adds_rows {
-                    true => Operation::Overwrite,
-                    false => Operation::Delete,
-                },
-            }),
+        let how = match delete_files {
+            0 => WriteCommit::Append,
+            _ => WriteCommit::Overwrite(Overwrite::of(Removal::Nothing)),
         };
         commit_write(self.catalog.as_ref(), table, write_id, written, &how).await?;
         Ok(())

@@ -314,13 +314,14 @@ async fn write_snapshot(
     Ok((writer.finish(summary).await?, added_counts.data_records))
 }
 
-/// The snapshot's operation: an `overwrite` that only removes data files is a `delete`,
-/// as Iceberg's own `OverwriteFiles` names it (a DELETE or TRUNCATE that drops whole
-/// files).
+/// The snapshot's operation: an `overwrite` that adds no data file, only removes data
+/// files or adds delete files, is a `delete`, as Iceberg's own `OverwriteFiles` and
+/// `RowDelta` name it (a DELETE or TRUNCATE that drops whole files, a merge-on-read
+/// DELETE).
 fn operation(planned: &Operation, added: &Counts, removed: &Counts) -> Operation {
-    let removes_only = added.data_files == 0 && added.delete_files == 0 && removed.data_files > 0;
+    let deletes_only = added.data_files == 0 && (added.delete_files > 0 || removed.data_files > 0);
     match planned {
-        Operation::Overwrite if removes_only => Operation::Delete,
+        Operation::Overwrite if deletes_only => Operation::Delete,
         planned => planned.clone(),
     }
 }
