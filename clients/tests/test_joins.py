@@ -13,6 +13,7 @@ from conftest import Server, metric, query
 
 SMALL = [(1, 10), (2000, 20), (9001, 30), (3999, 40), (9002, 50), (None, 60)]
 BIG_REPEATS = 100  # big.v = big.k % 100: each value 40 times
+PAIRS = "FROM big b1 JOIN big b2 ON b1.v = b2.v"  # 160,000 rows: each b1 row 40 times
 
 QUERIES = {
     "inner": "SELECT count(*) FROM small JOIN big ON small.k = big.k",
@@ -34,6 +35,13 @@ QUERIES = {
                            "(SELECT 1 FROM big WHERE big.v = small.k)",
     "mark, IN or a filter": "SELECT count(*) FROM small WHERE k IN (SELECT v FROM big) OR v > 50",
     "rows of a left join": "SELECT small.v, big.v AS w FROM small LEFT JOIN big ON small.k = big.k",
+    "semi over an inner join": f"SELECT count(*), sum(b2.k) {PAIRS} WHERE b1.k IN (SELECT k FROM small)",
+    "anti over an inner join, with a filter": f"SELECT count(*), sum(b2.k) {PAIRS} WHERE NOT EXISTS "
+                                              "(SELECT 1 FROM big b3 WHERE b3.k = b1.k AND b3.v <> b1.k % 7)",
+    "null-aware anti over an inner join": f"SELECT count(*) {PAIRS} WHERE b1.k NOT IN "
+                                          "(SELECT k FROM big WHERE k >= 10)",
+    "null-aware anti over an inner join, NULL inside": f"SELECT count(*) {PAIRS} WHERE b1.k NOT IN "
+                                                       "(SELECT k FROM small)",
 }
 
 
@@ -111,6 +119,20 @@ def test_a_semi_or_anti_joins_other_side_drops_repeated_keys_before_its_shuffle(
     for name in ["semi, repeated keys", "anti, repeated keys", "mark, IN or a filter"]:
         assert rows_shuffled_from(server, QUERIES[name], "big") <= 4 * BIG_REPEATS, name
     assert rows_shuffled_from(server, QUERIES["semi, small in big"], "big") == 4000
+
+
+@pytest.mark.parametrize("name", [name for name in QUERIES if "over an inner join" in name])
+def test_a_semi_or_anti_join_filters_rows_before_an_inner_join_that_would_multiply_them(join_server, name):
+    server, reference = join_server
+    # Each condition reads only b1, and joining b1 to b2 gives each b1 row 40 partners:
+    # testing b1's 4,000 rows first leaves the inner join only the rows that pass (a
+    # few hundred), instead of testing its 160,000 rows afterwards.
+    sql = QUERIES[name]
+    [(count, *_)] = reference.sql(sql).fetchall()
+    with server.connect() as conn, conn.cursor() as cur:
+        stages = query(cur, f"EXPLAIN ANALYZE {sql}")["plan"].to_pylist()
+    [inner] = [line for stage in stages for line in stage.splitlines() if "join_type=Inner" in line]
+    assert metric(inner, "output_rows") == count < 160_000
 
 
 def test_a_build_side_over_the_memory_budget_fails_cleanly(tmp_path):

@@ -43,6 +43,8 @@ use datafusion::physical_plan::{
 };
 use datafusion::prelude::SessionConfig;
 
+use super::semi_joins::SemiJoinsBeforeInnerJoins;
+
 /// A build side under this many bytes is broadcast (where that is correct).
 pub const BROADCAST_BYTES: u64 = 8 * 1024 * 1024;
 
@@ -62,8 +64,9 @@ pub fn configure(config: &mut SessionConfig) {
     }
 }
 
-/// The physical optimizer rules, with Floe's join guards in place: one right after
-/// `join_selection`, one right before the final sanity check.
+/// The physical optimizer rules, with Floe's join rules in place: the broadcast guard and
+/// [`SemiJoinsBeforeInnerJoins`] right after `join_selection`, the others right before
+/// the final sanity check.
 pub fn with_join_guards(
     mut rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>,
 ) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
@@ -72,6 +75,7 @@ pub fn with_join_guards(
         .position(|r| r.name() == "join_selection")
         .map_or(0, |i| i + 1);
     rules.insert(after_selection, Arc::new(DemoteUnsafeBroadcasts));
+    rules.insert(after_selection + 1, Arc::new(SemiJoinsBeforeInnerJoins));
     let before_check = rules
         .iter()
         .position(|r| r.name() == "SanityCheckPlan")

@@ -15,6 +15,7 @@ mod explain;
 mod jobs;
 mod joins;
 mod result_files;
+mod semi_joins;
 mod shuffle_files;
 mod table_functions;
 mod task_errors;
