@@ -42,6 +42,14 @@ QUERIES = {
                                           "(SELECT k FROM big WHERE k >= 10)",
     "null-aware anti over an inner join, NULL inside": f"SELECT count(*) {PAIRS} WHERE b1.k NOT IN "
                                                        "(SELECT k FROM small)",
+    "small side joined over an inner join": f"SELECT s.v, count(*), sum(b2.k), min(b1.v) {PAIRS} "
+                                            "JOIN small s ON s.k = b1.k GROUP BY s.v",
+    "small side joined over an inner join, by its other side": f"SELECT s.v, b1.k, b2.v {PAIRS} "
+                                                               "JOIN small s ON s.k = b2.k",
+    "small side joined over an inner join, with a filter": f"SELECT s.v, b1.k, b2.k {PAIRS} "
+                                                           "JOIN small s ON s.k = b1.k AND s.v > b1.v",
+    "small side joined over two inner joins": f"SELECT s.v, b3.v, count(*) {PAIRS} JOIN big b3 ON b3.k = b2.k "
+                                              "JOIN small s ON s.k = b1.k GROUP BY s.v, b3.v",
 }
 
 
@@ -121,7 +129,7 @@ def test_a_semi_or_anti_joins_other_side_drops_repeated_keys_before_its_shuffle(
     assert rows_shuffled_from(server, QUERIES["semi, small in big"], "big") == 4000
 
 
-@pytest.mark.parametrize("name", [name for name in QUERIES if "over an inner join" in name])
+@pytest.mark.parametrize("name", [name for name in QUERIES if "semi over" in name or "anti over" in name])
 def test_a_semi_or_anti_join_filters_rows_before_an_inner_join_that_would_multiply_them(join_server, name):
     server, reference = join_server
     # Each condition reads only b1, and joining b1 to b2 gives each b1 row 40 partners:
@@ -133,6 +141,18 @@ def test_a_semi_or_anti_join_filters_rows_before_an_inner_join_that_would_multip
         stages = query(cur, f"EXPLAIN ANALYZE {sql}")["plan"].to_pylist()
     [inner] = [line for stage in stages for line in stage.splitlines() if "join_type=Inner" in line]
     assert metric(inner, "output_rows") == count < 160_000
+
+
+@pytest.mark.parametrize("name", [name for name in QUERIES if name.startswith("small side joined")])
+def test_a_small_side_that_filters_rows_is_joined_before_the_joins_that_multiply_them(join_server, name):
+    server, _ = join_server
+    # `small` matches 3 of big's keys, and joining b1 to b2 gives each b1 row 40
+    # partners: joined first to the table its keys read, small leaves b1 (or b2) 3 rows,
+    # and no join of the statement makes the 160,000 rows of b1 JOIN b2.
+    with server.connect() as conn, conn.cursor() as cur:
+        stages = query(cur, f"EXPLAIN ANALYZE {QUERIES[name]}")["plan"].to_pylist()
+    inner = [line for stage in stages for line in stage.splitlines() if "join_type=Inner" in line]
+    assert len(inner) >= 2 and max(metric(line, "output_rows") for line in inner) < 1000
 
 
 def test_a_build_side_over_the_memory_budget_fails_cleanly(tmp_path):

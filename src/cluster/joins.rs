@@ -43,7 +43,7 @@ use datafusion::physical_plan::{
 };
 use datafusion::prelude::SessionConfig;
 
-use super::semi_joins::SemiJoinsBeforeInnerJoins;
+use super::join_order::{SelectiveJoinsFirst, SemiJoinsBeforeInnerJoins};
 
 /// A build side under this many bytes is broadcast (where that is correct).
 pub const BROADCAST_BYTES: u64 = 8 * 1024 * 1024;
@@ -64,9 +64,9 @@ pub fn configure(config: &mut SessionConfig) {
     }
 }
 
-/// The physical optimizer rules, with Floe's join rules in place: the broadcast guard and
-/// [`SemiJoinsBeforeInnerJoins`] right after `join_selection`, the others right before
-/// the final sanity check.
+/// The physical optimizer rules, with Floe's join rules in place: the broadcast guard,
+/// [`SemiJoinsBeforeInnerJoins`] and [`SelectiveJoinsFirst`] right after
+/// `join_selection`, the others right before the final sanity check.
 pub fn with_join_guards(
     mut rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>,
 ) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
@@ -76,6 +76,7 @@ pub fn with_join_guards(
         .map_or(0, |i| i + 1);
     rules.insert(after_selection, Arc::new(DemoteUnsafeBroadcasts));
     rules.insert(after_selection + 1, Arc::new(SemiJoinsBeforeInnerJoins));
+    rules.insert(after_selection + 2, Arc::new(SelectiveJoinsFirst));
     let before_check = rules
         .iter()
         .position(|r| r.name() == "SanityCheckPlan")
