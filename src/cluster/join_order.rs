@@ -121,13 +121,8 @@ fn semi_join_moved_down(join: &HashJoinExec) -> Rewritten {
     let Some(columns) = columns_read(join, side) else {
         return Ok(None);
     };
-    let rebuild = |input: Arc<dyn ExecutionPlan>, moved: &[usize]| {
-        let children = match side {
-            JoinSide::Left => vec![input, join.right().clone()],
-            _ => vec![join.left().clone(), input],
-        };
-        join_over(join, side, children, moved, None)
-    };
+    let rebuild =
+        |input: Arc<dyn ExecutionPlan>, moved: &[usize]| join_over(join, side, input, moved, None);
     semi_join_placed_below(side_of(join, side), &columns, &rebuild)
 }
 
@@ -163,13 +158,9 @@ fn semi_join_placed_below(
         Some(deeper) => deeper,
         None => rebuild(input.clone(), &inputs)?,
     };
-    let children = match side {
-        JoinSide::Left => vec![input, join.right().clone()],
-        _ => vec![join.left().clone(), input],
-    };
     Ok(Some(
         join.builder()
-            .with_new_children(children)?
+            .with_new_children(children_with(join, side, input))?
             .reset_state()
             .build_exec()?,
     ))
@@ -200,8 +191,7 @@ fn selective_join_moved_down(join: &HashJoinExec) -> Rewritten {
         let projection = (small_width..small_width + input_width)
             .chain(0..small_width)
             .collect();
-        let children = vec![small.clone(), input];
-        join_over(join, JoinSide::Right, children, moved, Some(projection))
+        join_over(join, JoinSide::Right, input, moved, Some(projection))
     };
     let shrinks = |input: &Arc<dyn ExecutionPlan>, joined: &Arc<dyn ExecutionPlan>| {
         Ok(match (rows(input)?, rows(joined)?) {
@@ -302,14 +292,10 @@ fn carried_up(
     .into_iter()
     .chain(carried_from..carried_from + extra)
     .collect();
-    let children = match side {
-        JoinSide::Left => vec![input, join.right().clone()],
-        _ => vec![join.left().clone(), input],
-    };
     Ok(Some(
         join.builder()
             .with_projection(Some(projection))
-            .with_new_children(children)?
+            .with_new_children(children_with(join, side, input))?
             .reset_state()
             .build_exec()?,
     ))
@@ -321,6 +307,18 @@ fn side_of(join: &HashJoinExec, side: JoinSide) -> &Arc<dyn ExecutionPlan> {
     match side {
         JoinSide::Left => join.left(),
         _ => join.right(),
+    }
+}
+
+/// `join`'s children, with `input` in place of its `side`.
+fn children_with(
+    join: &HashJoinExec,
+    side: JoinSide,
+    input: Arc<dyn ExecutionPlan>,
+) -> Vec<Arc<dyn ExecutionPlan>> {
+    match side {
+        JoinSide::Left => vec![input, join.right().clone()],
+        _ => vec![join.left().clone(), input],
     }
 }
 
@@ -344,16 +342,16 @@ fn columns_read(join: &HashJoinExec, side: JoinSide) -> Option<Vec<usize>> {
     Some(columns)
 }
 
-/// `join` over `children`, whose `side` has the columns [`columns_read`] found at
+/// `join` with `input` for its `side`, where the columns [`columns_read`] found are at
 /// `moved` now, with `projection`.
 fn join_over(
     join: &HashJoinExec,
     side: JoinSide,
-    children: Vec<Arc<dyn ExecutionPlan>>,
+    input: Arc<dyn ExecutionPlan>,
     moved: &[usize],
     projection: Option<Vec<usize>>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    let schema = side_of_children(&children, side).schema();
+    let schema = input.schema();
     let column = |index: usize| -> Arc<dyn PhysicalExpr> {
         Arc::new(Column::new(schema.field(index).name(), index))
     };
@@ -390,19 +388,9 @@ fn join_over(
         .with_on(on)
         .with_filter(filter)
         .with_projection(projection)
-        .with_new_children(children)?
+        .with_new_children(children_with(join, side, input))?
         .reset_state()
         .build_exec()
-}
-
-fn side_of_children(
-    children: &[Arc<dyn ExecutionPlan>],
-    side: JoinSide,
-) -> &Arc<dyn ExecutionPlan> {
-    match side {
-        JoinSide::Left => &children[0],
-        _ => &children[1],
-    }
 }
 
 /// Where `columns` of a projection's output come from in its input, if each is a column.
