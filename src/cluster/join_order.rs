@@ -22,7 +22,6 @@
 
 use std::sync::Arc;
 
-use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{JoinSide, JoinType};
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
@@ -32,6 +31,8 @@ use datafusion::physical_plan::joins::utils::{ColumnIndex, JoinFilter};
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
+
+use super::joins::rewrite_hash_joins;
 
 /// Moves each semi or anti hash join as far below inner joins as that keeps its input
 /// from growing.
@@ -44,7 +45,7 @@ impl PhysicalOptimizerRule for SemiJoinsBeforeInnerJoins {
         plan: Arc<dyn ExecutionPlan>,
         _: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        rewrite_hash_joins(plan, &semi_join_moved_down)
+        rewrite_hash_joins(plan, &|join, _| semi_join_moved_down(join))
     }
 
     fn name(&self) -> &str {
@@ -67,7 +68,7 @@ impl PhysicalOptimizerRule for SelectiveJoinsFirst {
         plan: Arc<dyn ExecutionPlan>,
         _: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        rewrite_hash_joins(plan, &selective_join_moved_down)
+        rewrite_hash_joins(plan, &|join, _| selective_join_moved_down(join))
     }
 
     fn name(&self) -> &str {
@@ -82,20 +83,9 @@ impl PhysicalOptimizerRule for SelectiveJoinsFirst {
 /// A rewritten plan, or `None` where nothing changes.
 type Rewritten = Result<Option<Arc<dyn ExecutionPlan>>>;
 
-/// Replaces, bottom up, each hash join for which `rewrite` gives a new plan.
-fn rewrite_hash_joins(
-    plan: Arc<dyn ExecutionPlan>,
-    rewrite: &dyn Fn(&HashJoinExec) -> Rewritten,
-) -> Result<Arc<dyn ExecutionPlan>> {
-    plan.transform_up(|node| {
-        let moved = match node.as_any().downcast_ref::<HashJoinExec>() {
-            // A limit (a fetch) on a join would hold for different rows elsewhere.
-            Some(join) if join.fetch().is_none() => rewrite(join)?,
-            _ => None,
-        };
-        Ok(moved.map_or_else(|| Transformed::no(node), Transformed::yes))
-    })
-    .map(|t| t.data)
+/// Whether `join` may move: a limit (a fetch) on it would hold for different rows elsewhere.
+fn unlimited(join: &HashJoinExec) -> bool {
+    join.fetch().is_none()
 }
 
 // ---- Semi and anti joins ----
@@ -115,7 +105,7 @@ fn semi_join_moved_down(join: &HashJoinExec) -> Rewritten {
     let Some(side) = filtered_side(join.join_type()) else {
         return Ok(None);
     };
-    if join.contains_projection() {
+    if join.contains_projection() || !unlimited(join) {
         return Ok(None);
     }
     let Some(columns) = columns_read(join, side) else {
@@ -172,7 +162,9 @@ fn semi_join_placed_below(
 /// side that its keys read, moved down to that input, with a projection on top that
 /// gives `join`'s columns; `None` where it cannot or should not move.
 fn selective_join_moved_down(join: &HashJoinExec) -> Rewritten {
-    if *join.join_type() != JoinType::Inner || *join.partition_mode() != PartitionMode::CollectLeft
+    if *join.join_type() != JoinType::Inner
+        || *join.partition_mode() != PartitionMode::CollectLeft
+        || !unlimited(join)
     {
         return Ok(None);
     }
@@ -418,7 +410,7 @@ fn inner_join_input<'p>(
     columns: &[usize],
 ) -> Option<(&'p HashJoinExec, JoinSide, Vec<usize>)> {
     let join = plan.as_any().downcast_ref::<HashJoinExec>()?;
-    if *join.join_type() != JoinType::Inner || join.fetch().is_some() {
+    if *join.join_type() != JoinType::Inner || !unlimited(join) {
         return None;
     }
     let left_width = join.left().schema().fields().len();

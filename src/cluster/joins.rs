@@ -104,11 +104,11 @@ fn unsafe_broadcast(join: &HashJoinExec) -> bool {
 }
 
 /// A new plan node for a hash join (given as itself and as a plan node), or `None`.
-type JoinRewrite<'a> =
+pub(super) type JoinRewrite<'a> =
     &'a dyn Fn(&HashJoinExec, &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>>;
 
 /// Replaces, bottom up, each hash join for which `rewrite` gives a new node.
-fn rewrite_hash_joins(
+pub(super) fn rewrite_hash_joins(
     plan: Arc<dyn ExecutionPlan>,
     rewrite: JoinRewrite,
 ) -> Result<Arc<dyn ExecutionPlan>> {
