@@ -419,3 +419,30 @@ def test_a_task_gathers_a_bounded_amount_of_wide_rows_before_writing_them(tmp_pa
     finally:
         executor.stop()
         server.stop()
+
+
+def test_an_aggregates_sliced_output_is_shuffled_in_full_batches(tmp_path):
+    """A partial aggregate of 500,000 groups emits its rows as slices of one batch, and
+    each slice reports the memory of that whole batch. Measured by what they span (16
+    bytes a row), the 8 partitions' rows fit the task's bound many times over and go out
+    in full batches; measured by what they report, the task thought itself over the
+    bound and wrote the fullest partition early (batches of 7,205 and 8,118 rows among
+    the full ones when measured)."""
+    server = Server(tmp_path / "data", ["--local-executors", "0", "--local-query-max-bytes", "0",
+                                        "--target-partitions", "8"])
+    executor = server.start_executor(tmp_path / "executor.log", work_dir=tmp_path / "work", slots=1)
+    try:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE keyed (k BIGINT)")
+            # Each key four times in a row: the partial aggregate keeps aggregating.
+            cur.execute("INSERT INTO keyed SELECT value / 4 FROM generate_series(0, 1999999)")
+            answer = query(cur, "SELECT count(*) AS n FROM (SELECT k, count(*) AS c FROM keyed "
+                                "GROUP BY k) WHERE c = 4").to_pylist()
+        assert answer == [{"n": 500000}]
+        files = shuffle_files(tmp_path / "work")
+        assert sum(sum(batches) for _, batches in files) == 500000, "each group shuffled once"
+        for path, batches in files:
+            assert all(rows == 8192 for rows in batches[:-1]), (path, batches)
+    finally:
+        executor.stop()
+        server.stop()

@@ -257,7 +257,7 @@ impl PartitionFiles {
         mut rx: mpsc::Receiver<RecordBatch>,
     ) -> DfResult<Vec<ShuffleWritePartition>> {
         while let Some(batch) = rx.blocking_recv() {
-            self.row_bytes = batch.get_array_memory_size() / batch.num_rows().max(1);
+            self.row_bytes = sliced_bytes(&batch) / batch.num_rows().max(1);
             partitioner.partition(batch, |partition, rows| self.add(partition, rows))?;
             self.write_largest_while_over_budget()?;
         }
@@ -337,6 +337,22 @@ impl PartitionFiles {
         }
         Ok(written)
     }
+}
+
+/// The bytes of `batch`'s rows. An aggregate emits slices of one large batch, and each
+/// slice's `get_array_memory_size` counts the whole of the buffers they share (a partial
+/// aggregate of 1.5 M groups reports 4.4 GB over its 184 slices); this counts what the
+/// slices span.
+fn sliced_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|column| {
+            let data = column.to_data();
+            data.get_slice_memory_size()
+                .unwrap_or_else(|_| data.get_array_memory_size())
+        })
+        .sum()
 }
 
 impl PartitionFile {
