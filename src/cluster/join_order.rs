@@ -84,7 +84,7 @@ impl PhysicalOptimizerRule for SelectiveJoinsFirst {
 type Rewritten = Result<Option<Arc<dyn ExecutionPlan>>>;
 
 /// Whether `join` may move: a limit (a fetch) on it would hold for different rows elsewhere.
-fn unlimited(join: &HashJoinExec) -> bool {
+pub(super) fn unlimited(join: &HashJoinExec) -> bool {
     join.fetch().is_none()
 }
 
@@ -295,7 +295,7 @@ fn carried_up(
 
 // ---- Shared ----
 
-fn side_of(join: &HashJoinExec, side: JoinSide) -> &Arc<dyn ExecutionPlan> {
+pub(super) fn side_of(join: &HashJoinExec, side: JoinSide) -> &Arc<dyn ExecutionPlan> {
     match side {
         JoinSide::Left => join.left(),
         _ => join.right(),
@@ -303,7 +303,7 @@ fn side_of(join: &HashJoinExec, side: JoinSide) -> &Arc<dyn ExecutionPlan> {
 }
 
 /// `join`'s children, with `input` in place of its `side`.
-fn children_with(
+pub(super) fn children_with(
     join: &HashJoinExec,
     side: JoinSide,
     input: Arc<dyn ExecutionPlan>,
@@ -386,7 +386,10 @@ fn join_over(
 }
 
 /// Where `columns` of a projection's output come from in its input, if each is a column.
-fn projected_columns(projection: &ProjectionExec, columns: &[usize]) -> Option<Vec<usize>> {
+pub(super) fn projected_columns(
+    projection: &ProjectionExec,
+    columns: &[usize],
+) -> Option<Vec<usize>> {
     let exprs = projection.expr();
     columns
         .iter()
@@ -432,7 +435,7 @@ fn inner_join_input<'p>(
 }
 
 /// The estimated rows of `plan`'s output, where known.
-fn rows(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<usize>> {
+pub(super) fn rows(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<usize>> {
     let statistics = plan.partition_statistics(None)?;
     Ok(statistics.num_rows.get_value().copied())
 }

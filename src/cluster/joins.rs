@@ -28,8 +28,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::Schema;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{JoinSide, JoinType};
+use datafusion::common::{JoinSide, JoinType, Statistics};
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::physical_expr::expressions::Column;
@@ -43,6 +44,7 @@ use datafusion::physical_plan::{
 };
 use datafusion::prelude::SessionConfig;
 
+use super::aggregate_reduction::JoinKeysReduceAggregates;
 use super::join_order::{SelectiveJoinsFirst, SemiJoinsBeforeInnerJoins};
 
 /// A build side under this many bytes is broadcast (where that is correct).
@@ -65,7 +67,7 @@ pub fn configure(config: &mut SessionConfig) {
 }
 
 /// The physical optimizer rules, with Floe's join rules in place: the broadcast guard,
-/// [`SemiJoinsBeforeInnerJoins`] and [`SelectiveJoinsFirst`] right after
+/// [`JoinKeysReduceAggregates`], [`SemiJoinsBeforeInnerJoins`] and [`SelectiveJoinsFirst`] right after
 /// `join_selection`, the others right before the final sanity check.
 pub fn with_join_guards(
     mut rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>,
@@ -75,8 +77,9 @@ pub fn with_join_guards(
         .position(|r| r.name() == "join_selection")
         .map_or(0, |i| i + 1);
     rules.insert(after_selection, Arc::new(DemoteUnsafeBroadcasts));
-    rules.insert(after_selection + 1, Arc::new(SemiJoinsBeforeInnerJoins));
-    rules.insert(after_selection + 2, Arc::new(SelectiveJoinsFirst));
+    rules.insert(after_selection + 1, Arc::new(JoinKeysReduceAggregates));
+    rules.insert(after_selection + 2, Arc::new(SemiJoinsBeforeInnerJoins));
+    rules.insert(after_selection + 3, Arc::new(SelectiveJoinsFirst));
     let before_check = rules
         .iter()
         .position(|r| r.name() == "SanityCheckPlan")
@@ -352,21 +355,29 @@ fn keys_repeat(input: &Arc<dyn ExecutionPlan>, columns: &[&Column]) -> Result<bo
     let schema = input.schema();
     let mut distinct: usize = 1;
     for column in columns {
-        let Some(stats) = statistics.column_statistics.get(column.index()) else {
-            return Ok(false);
-        };
-        let counted = stats.distinct_count.get_value().copied();
-        let data_type = schema.field(column.index()).data_type();
-        let ranged = match (stats.min_value.get_value(), stats.max_value.get_value()) {
-            (Some(min), Some(max)) if data_type.is_integer() || data_type.is_decimal() => {
-                min.distance(max).map(|width| width.saturating_add(1))
-            }
-            _ => None,
-        };
-        let Some(values) = counted.or(ranged) else {
+        let Some(values) = distinct_values(&statistics, &schema, column.index()) else {
             return Ok(false);
         };
         distinct = distinct.saturating_mul(values);
     }
     Ok(distinct.saturating_mul(2) <= rows)
+}
+
+/// How many distinct values column `index` has at most, by the statistics: its distinct
+/// count, or the width of an integer or decimal column's range.
+pub(super) fn distinct_values(
+    statistics: &Statistics,
+    schema: &Schema,
+    index: usize,
+) -> Option<usize> {
+    let stats = statistics.column_statistics.get(index)?;
+    let counted = stats.distinct_count.get_value().copied();
+    let data_type = schema.field(index).data_type();
+    let ranged = match (stats.min_value.get_value(), stats.max_value.get_value()) {
+        (Some(min), Some(max)) if data_type.is_integer() || data_type.is_decimal() => {
+            min.distance(max).map(|width| width.saturating_add(1))
+        }
+        _ => None,
+    };
+    counted.or(ranged)
 }

@@ -8,6 +8,7 @@
 //! [`FloePhysicalCodec`](crate::codec::FloePhysicalCodec).
 
 mod activity;
+mod aggregate_reduction;
 mod coordinator_service;
 mod engine;
 mod executor;

@@ -1,0 +1,340 @@
+//! Aggregates that a join mostly discards, computed only for the groups it keeps.
+//!
+//! DataFusion turns a correlated subquery into a join with an aggregate of all the
+//! subquery's rows, grouped by the correlated columns. TPC-H q17's
+//! `l_quantity < (SELECT 0.2 * avg(l_quantity) FROM lineitem WHERE l_partkey = p_partkey)`
+//! averages lineitem's 6 M rows for all 200,000 parts, of which the join keeps the 204
+//! parts of one brand and container. [`JoinKeysReduceAggregates`] puts a semi join under
+//! such an aggregate that keeps the rows whose key the join's other side can have, read
+//! from a small input of that side (broadcast): q17's aggregate then reads the 6,100
+//! rows of those 204 parts ("semi-join reduction"). The groups it leaves out are ones
+//! the join would drop: the other side has no row with their key.
+//!
+//! That input is computed a second time for the semi join, so it must be one chain of
+//! operators over one table (a scan and its filters, no join), estimated at most
+//! [`BROADCAST_ROWS`] rows and at most half as many as the keys the aggregate reads.
+
+use std::sync::Arc;
+
+use datafusion::common::{JoinSide, JoinType, NullEquality};
+use datafusion::config::ConfigOptions;
+use datafusion::error::Result;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
+
+use super::join_order::{children_with, projected_columns, rows, side_of, unlimited};
+use super::joins::{BROADCAST_ROWS, distinct_values, rewrite_hash_joins};
+
+/// Gives an aggregate on one side of a hash join a semi join with the keys of a small
+/// input of the other side, where the join drops the groups without such a key.
+#[derive(Debug)]
+pub struct JoinKeysReduceAggregates;
+
+impl PhysicalOptimizerRule for JoinKeysReduceAggregates {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        rewrite_hash_joins(plan, &|join, node| aggregate_reduced(join, node))
+    }
+
+    fn name(&self) -> &str {
+        "floe_join_keys_reduce_aggregates"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+type Plan = Arc<dyn ExecutionPlan>;
+
+/// The sides of a join whose rows without a matching key never reach its output.
+fn sides_dropping_unmatched(join_type: &JoinType) -> &'static [JoinSide] {
+    match join_type {
+        JoinType::Inner | JoinType::LeftSemi | JoinType::RightSemi => {
+            &[JoinSide::Left, JoinSide::Right]
+        }
+        JoinType::Left | JoinType::LeftAnti | JoinType::LeftMark => &[JoinSide::Right],
+        JoinType::Right | JoinType::RightAnti | JoinType::RightMark => &[JoinSide::Left],
+        JoinType::Full => &[],
+    }
+}
+
+/// A semi join to put under an aggregate on the join's `side`: the aggregate's `input`
+/// (`through` the one-child nodes from that side down to the aggregate), its `group`
+/// expression over it, and the `keys` to keep: column `key` of an input of the other
+/// side, of about `rows` rows.
+struct Reduction {
+    side: JoinSide,
+    through: Vec<Plan>,
+    input: Plan,
+    group: Arc<dyn PhysicalExpr>,
+    keys: Plan,
+    key: usize,
+    rows: usize,
+}
+
+/// `join` (as the plan node `node`) with the best [`Reduction`] of an aggregate on one of
+/// its sides; `None` where no aggregate qualifies.
+fn aggregate_reduced(join: &HashJoinExec, node: &Plan) -> Result<Option<Plan>> {
+    if join.null_equality() != NullEquality::NullEqualsNothing || !unlimited(join) {
+        return Ok(None);
+    }
+    let mut best: Option<Reduction> = None;
+    for &side in sides_dropping_unmatched(join.join_type()) {
+        for (left, right) in join.on() {
+            let (key, other_key) = match side {
+                JoinSide::Left => (left, right),
+                _ => (right, left),
+            };
+            let (Some(key), Some(other_key)) = (column_index(key), column_index(other_key)) else {
+                continue;
+            };
+            let Some((through, group)) = path_to_grouped_input(side_of(join, side), key) else {
+                continue;
+            };
+            let other = side_of(join, side.negate());
+            let Some((keys, key, rows)) = smallest_key_source(other, other_key)? else {
+                continue;
+            };
+            let input = through[through.len() - 1].children()[0].clone();
+            let fits = rows <= BROADCAST_ROWS as usize
+                && rows.saturating_mul(2) <= keys_read(&input, &group)?.unwrap_or(0)
+                && keys.schema().field(key).data_type() == &group.data_type(&input.schema())?;
+            if fits && best.as_ref().is_none_or(|b| rows < b.rows) {
+                best = Some(Reduction {
+                    side,
+                    through,
+                    input,
+                    group,
+                    keys,
+                    key,
+                    rows,
+                });
+            }
+        }
+    }
+    let Some(reduction) = best else {
+        return Ok(None);
+    };
+    let side = reduction.side;
+    let reduced = reduced_aggregate(reduction)?;
+    let children = children_with(join, side, reduced);
+    Ok(Some(node.clone().with_new_children(children)?))
+}
+
+fn column_index(expr: &Arc<dyn PhysicalExpr>) -> Option<usize> {
+    Some(expr.as_any().downcast_ref::<Column>()?.index())
+}
+
+/// The nodes from `plan` down to the aggregate that reads the rows of `column`'s groups
+/// (each with one child: projections and filters, as of a `HAVING`, the final and partial
+/// aggregates and a shuffle between them), and that group's expression over that
+/// aggregate's input.
+fn path_to_grouped_input(plan: &Plan, column: usize) -> Option<(Vec<Plan>, Arc<dyn PhysicalExpr>)> {
+    let (mut node, mut column) = (plan.clone(), column);
+    let mut path = Vec::new();
+    let mut after_final = false;
+    loop {
+        path.push(node.clone());
+        if let Some(projection) = node.as_any().downcast_ref::<ProjectionExec>() {
+            if after_final {
+                return None;
+            }
+            column = projected_columns(projection, &[column])?[0];
+            node = projection.input().clone();
+            continue;
+        }
+        if let Some(filter) = node.as_any().downcast_ref::<FilterExec>() {
+            if after_final {
+                return None;
+            }
+            if let Some(projection) = filter.projection() {
+                column = *projection.get(column)?;
+            }
+            node = filter.input().clone();
+            continue;
+        }
+        if node.as_any().is::<RepartitionExec>() || node.as_any().is::<CoalescePartitionsExec>() {
+            if !after_final {
+                return None;
+            }
+            node = node.children()[0].clone();
+            continue;
+        }
+        let aggregate = node.as_any().downcast_ref::<AggregateExec>()?;
+        let groups = aggregate.group_expr();
+        if !groups.is_single() || aggregate.limit_options().is_some() {
+            return None;
+        }
+        let (group, _) = groups.expr().get(column)?;
+        match aggregate.mode() {
+            // The group columns lead a final aggregate's input as they lead its output.
+            AggregateMode::Final | AggregateMode::FinalPartitioned if !after_final => {
+                after_final = true;
+                node = aggregate.input().clone();
+            }
+            AggregateMode::Partial if after_final => return Some((path, group.clone())),
+            AggregateMode::Single | AggregateMode::SinglePartitioned if !after_final => {
+                return Some((path, group.clone()));
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// At most how many keys `group` has over `input`'s rows, by the statistics.
+fn keys_read(input: &Plan, group: &Arc<dyn PhysicalExpr>) -> Result<Option<usize>> {
+    let statistics = input.partition_statistics(None)?;
+    let Some(&rows) = statistics.num_rows.get_value() else {
+        return Ok(None);
+    };
+    let values = column_index(group)
+        .and_then(|index| distinct_values(&statistics, &input.schema(), index))
+        .unwrap_or(rows);
+    Ok(Some(values.min(rows)))
+}
+
+/// Of the inputs within `plan` whose `column` has every value (but NULL) that `plan`'s
+/// output `column` can have, the one of a single chain of operators (no join) with the
+/// fewest estimated rows: the plan, where that column is in it, and its rows.
+fn smallest_key_source(plan: &Plan, column: usize) -> Result<Option<(Plan, usize, usize)>> {
+    let mut sources = Vec::new();
+    key_sources(plan, column, &mut sources);
+    let mut smallest = None;
+    for (source, column) in sources {
+        if !single_chain(&source) {
+            continue;
+        }
+        let Some(rows) = rows(&source)? else {
+            continue;
+        };
+        if smallest
+            .as_ref()
+            .is_none_or(|(_, _, fewest)| rows < *fewest)
+        {
+            smallest = Some((source, column, rows));
+        }
+    }
+    Ok(smallest)
+}
+
+/// Adds `plan` and the inputs within it whose `column` has every non-NULL value of
+/// `plan`'s `column`: through projections, filters, shuffles, the group columns of
+/// aggregates, and hash joins (to the key's own side; and from one key to the other
+/// where every row output matched, in inner and semi joins).
+fn key_sources(plan: &Plan, column: usize, sources: &mut Vec<(Plan, usize)>) {
+    sources.push((plan.clone(), column));
+    let any = plan.as_any();
+    if let Some(projection) = any.downcast_ref::<ProjectionExec>() {
+        if let Some(inputs) = projected_columns(projection, &[column]) {
+            key_sources(projection.input(), inputs[0], sources);
+        }
+    } else if let Some(filter) = any.downcast_ref::<FilterExec>() {
+        let input = match filter.projection() {
+            Some(projection) => projection.get(column).copied(),
+            None => Some(column),
+        };
+        if let Some(input) = input {
+            key_sources(filter.input(), input, sources);
+        }
+    } else if any.is::<RepartitionExec>() || any.is::<CoalescePartitionsExec>() {
+        key_sources(&plan.children()[0].clone(), column, sources);
+    } else if let Some(aggregate) = any.downcast_ref::<AggregateExec>() {
+        let group = aggregate.group_expr();
+        let input = group.expr().get(column).and_then(|(e, _)| column_index(e));
+        if let (true, Some(input)) = (group.is_single(), input) {
+            key_sources(aggregate.input(), input, sources);
+        }
+    } else if let Some(join) = any.downcast_ref::<HashJoinExec>() {
+        let Some((side, index)) = output_source(join, column) else {
+            return;
+        };
+        key_sources(side_of(join, side), index, sources);
+        let matched_only = matches!(
+            join.join_type(),
+            JoinType::Inner | JoinType::LeftSemi | JoinType::RightSemi
+        );
+        if !matched_only || join.null_equality() != NullEquality::NullEqualsNothing {
+            return;
+        }
+        for (left, right) in join.on() {
+            let (own, other) = match side {
+                JoinSide::Left => (left, right),
+                _ => (right, left),
+            };
+            if let (true, Some(other)) = (column_index(own) == Some(index), column_index(other)) {
+                key_sources(side_of(join, side.negate()), other, sources);
+            }
+        }
+    }
+}
+
+/// The side of `join` and the column there that its output `column` comes from.
+fn output_source(join: &HashJoinExec, column: usize) -> Option<(JoinSide, usize)> {
+    let combined = match &join.projection {
+        Some(projection) => *projection.get(column)?,
+        None => column,
+    };
+    let left_width = join.left().schema().fields().len();
+    let right_width = join.right().schema().fields().len();
+    match join.join_type() {
+        JoinType::LeftSemi | JoinType::LeftAnti | JoinType::LeftMark => {
+            (combined < left_width).then_some((JoinSide::Left, combined))
+        }
+        JoinType::RightSemi | JoinType::RightAnti | JoinType::RightMark => {
+            (combined < right_width).then_some((JoinSide::Right, combined))
+        }
+        _ if combined < left_width => Some((JoinSide::Left, combined)),
+        _ => Some((JoinSide::Right, combined - left_width)),
+    }
+}
+
+/// Whether `plan` is one chain of operators: no node has more than one child.
+fn single_chain(plan: &Plan) -> bool {
+    let children = plan.children();
+    children.len() <= 1 && children.iter().all(|child| single_chain(child))
+}
+
+/// The reduction's path rebuilt over the semi join of the aggregate's input with the
+/// keys (broadcast, as the build side).
+fn reduced_aggregate(reduction: Reduction) -> Result<Plan> {
+    let Reduction {
+        through,
+        input,
+        group,
+        keys,
+        key,
+        ..
+    } = reduction;
+    let name = keys.schema().field(key).name().to_string();
+    let key_column = Arc::new(Column::new(&name, key));
+    let keys: Plan = Arc::new(ProjectionExec::try_new(
+        vec![ProjectionExpr::new(key_column, name.clone())],
+        keys,
+    )?);
+    let mut reduced: Plan = Arc::new(HashJoinExec::try_new(
+        keys,
+        input,
+        vec![(Arc::new(Column::new(&name, 0)), group)],
+        None,
+        &JoinType::RightSemi,
+        None,
+        PartitionMode::CollectLeft,
+        NullEquality::NullEqualsNothing,
+        false,
+    )?);
+    for node in through.into_iter().rev() {
+        reduced = node.with_new_children(vec![reduced])?;
+    }
+    Ok(reduced)
+}
