@@ -14,6 +14,7 @@ from conftest import Server, metric, query
 SMALL = [(1, 10), (2000, 20), (9001, 30), (3999, 40), (9002, 50), (None, 60)]
 BIG_REPEATS = 100  # big.v = big.k % 100: each value 40 times
 PAIRS = "FROM big b1 JOIN big b2 ON b1.v = b2.v"  # 160,000 rows: each b1 row 40 times
+MANY = 600_000  # many.k = 0..599,999, many.v = many.k % 100
 
 QUERIES = {
     "inner": "SELECT count(*) FROM small JOIN big ON small.k = big.k",
@@ -55,23 +56,23 @@ QUERIES = {
     "a side that does not shrink joined over an inner join": f"SELECT count(*), sum(b3.v) {PAIRS} "
                                                              "JOIN big b3 ON b3.k = b1.k",
     "aggregate reduced: correlated subquery": "SELECT s.k, s.v FROM small s WHERE s.v < "
-                                              "(SELECT sum(b.v) + 20 FROM big b WHERE b.k = s.k)",
+                                              "(SELECT sum(b.v) + 20 FROM many b WHERE b.k = s.k)",
     "aggregate reduced: grouped subquery joined": "SELECT s.k, g.n, g.total FROM small s JOIN "
-                                                  "(SELECT v, count(*) AS n, sum(k) AS total FROM big GROUP BY v) g "
+                                                  "(SELECT v, count(*) AS n, sum(k) AS total FROM many GROUP BY v) g "
                                                   "ON g.v = s.k",
-    "aggregate reduced: keys from across an inner join": "SELECT b1.k, g.m FROM small s JOIN big b1 ON b1.k = s.k "
-                                                         "JOIN (SELECT k, max(v) AS m FROM big GROUP BY k) g "
+    "aggregate reduced: keys from across an inner join": "SELECT b1.k, g.m FROM small s JOIN many b1 ON b1.k = s.k "
+                                                         "JOIN (SELECT k, max(v) AS m FROM many GROUP BY k) g "
                                                          "ON g.k = b1.k",
     "aggregate reduced: right of a left join": "SELECT s.k, g.n FROM small s LEFT JOIN "
-                                              "(SELECT k, count(*) AS n FROM big GROUP BY k) g ON g.k = s.k",
+                                              "(SELECT k, count(*) AS n FROM many GROUP BY k) g ON g.k = s.k",
     "aggregate reduced: IN of a grouped subquery": "SELECT s.k FROM small s WHERE s.k IN "
-                                                   "(SELECT k FROM big GROUP BY k HAVING count(*) > 0)",
+                                                   "(SELECT k FROM many GROUP BY k HAVING count(*) > 0)",
     "aggregate kept whole: left of a left join": "SELECT count(*), count(s.v), sum(g.n) FROM "
-                                                 "(SELECT k, count(*) AS n FROM big GROUP BY k) g "
+                                                 "(SELECT k, count(*) AS n FROM many GROUP BY k) g "
                                                  "LEFT JOIN small s ON s.k = g.k",
     "aggregate kept whole: full join": "SELECT count(*), count(s.v), sum(g.n) FROM small s FULL JOIN "
-                                       "(SELECT k, count(*) AS n FROM big GROUP BY k) g ON g.k = s.k",
-    "aggregate kept whole: anti join": "SELECT count(*) FROM (SELECT k, count(*) AS n FROM big GROUP BY k) g "
+                                       "(SELECT k, count(*) AS n FROM many GROUP BY k) g ON g.k = s.k",
+    "aggregate kept whole: anti join": "SELECT count(*) FROM (SELECT k, count(*) AS n FROM many GROUP BY k) g "
                                        "WHERE NOT EXISTS (SELECT 1 FROM small s WHERE s.k = g.k)",
 }
 
@@ -87,6 +88,8 @@ def join_server(tmp_path_factory):
             for part in range(4):  # four files
                 rows = ", ".join(f"({k}, {k % BIG_REPEATS})" for k in range(part * 1000, (part + 1) * 1000))
                 cur.execute(f"INSERT INTO big VALUES {rows}")
+            cur.execute(f"CREATE TABLE many AS SELECT CAST(value AS INT) AS k, "
+                        f"CAST(value % {BIG_REPEATS} AS INT) AS v FROM generate_series(0, {MANY - 1})")
             cur.execute("CREATE TABLE small (k INT, v INT)")
             for half in (SMALL[:3], SMALL[3:]):  # two files
                 rows = ", ".join(f"({'NULL' if k is None else k}, {v})" for k, v in half)
@@ -94,6 +97,8 @@ def join_server(tmp_path_factory):
         reference = duckdb.connect()
         reference.register("big", pa.table({"k": pa.array(range(4000), pa.int32()),
                                             "v": pa.array([k % BIG_REPEATS for k in range(4000)], pa.int32())}))
+        reference.register("many", pa.table({"k": pa.array(range(MANY), pa.int32()),
+                                             "v": pa.array([k % BIG_REPEATS for k in range(MANY)], pa.int32())}))
         reference.register("small", pa.table({"k": pa.array([k for k, _ in SMALL], pa.int32()),
                                               "v": pa.array([v for _, v in SMALL], pa.int32())}))
         yield server, reference
@@ -192,16 +197,16 @@ def partial_groups_of(server, sql, table):
 @pytest.mark.parametrize("name", [name for name in QUERIES if name.startswith("aggregate ")])
 def test_an_aggregate_a_join_mostly_drops_reads_only_the_keys_the_other_side_has(join_server, name):
     server, reference = join_server
-    # `small` has 5 keys, 3 of them in big: grouping big by k makes 4,000 groups (by v,
-    # 100 per task) where the join keeps at most 3. With the small side's keys as a semi
-    # join under the aggregate, the aggregate groups only the rows of those keys. An
-    # aggregate whose unmatched groups the join outputs (the preserved side of an outer
-    # join, an anti join's output) is computed whole.
-    groups = partial_groups_of(server, QUERIES[name], "big")
+    # Grouping many's 600,000 rows by k makes 600,000 groups (by v, 100 per task) where
+    # the join keeps at most small's 5 keys. With small's keys as a semi join under the
+    # aggregate, each task groups only the rows of those keys. An aggregate whose
+    # unmatched groups the join outputs (the preserved side of an outer join, an anti
+    # join's output) is computed whole.
+    groups = partial_groups_of(server, QUERIES[name], "many")
     if "reduced" in name:
-        assert 0 < groups <= 4 * 3, name
+        assert 0 < groups <= 4 * len(SMALL), name
     else:
-        assert groups >= 4000, name
+        assert groups >= MANY, name
 
 
 def test_a_build_side_over_the_memory_budget_fails_cleanly(tmp_path):

@@ -12,7 +12,8 @@
 //!
 //! That input is computed a second time for the semi join, so it must be one chain of
 //! operators over one table (a scan and its filters, no join), estimated at most
-//! [`BROADCAST_ROWS`] rows and at most half as many as the keys the aggregate reads.
+//! [`BROADCAST_ROWS`] rows and at most half as many as the keys the aggregate reads, and
+//! the aggregate must read at least [`MIN_ROWS_READ`] rows.
 
 use std::sync::Arc;
 
@@ -31,6 +32,11 @@ use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 
 use super::join_order::{children_with, projected_columns, rows, side_of, unlimited};
 use super::joins::{BROADCAST_ROWS, distinct_values, rewrite_hash_joins};
+
+/// An aggregate of fewer rows (by the estimates) costs less than what the semi join adds:
+/// a stage computing the keys, broadcast. TPC-H q2's aggregate of 160,000 rows took as
+/// long with the semi join as without; q20's of 1.2 M (0.9 M in fact) took a quarter less.
+const MIN_ROWS_READ: usize = 500_000;
 
 /// Gives an aggregate on one side of a hash join a semi join with the keys of a small
 /// input of the other side, where the join drops the groups without such a key.
@@ -107,8 +113,12 @@ fn aggregate_reduced(join: &HashJoinExec, node: &Plan) -> Result<Option<Plan>> {
                 continue;
             };
             let input = through[through.len() - 1].children()[0].clone();
-            let fits = rows <= BROADCAST_ROWS as usize
-                && rows.saturating_mul(2) <= keys_read(&input, &group)?.unwrap_or(0)
+            let Some((read, distinct)) = rows_and_keys(&input, &group)? else {
+                continue;
+            };
+            let fits = read >= MIN_ROWS_READ
+                && rows <= BROADCAST_ROWS as usize
+                && rows.saturating_mul(2) <= distinct
                 && keys.schema().field(key).data_type() == &group.data_type(&input.schema())?;
             if fits && best.as_ref().is_none_or(|b| rows < b.rows) {
                 best = Some(Reduction {
@@ -192,16 +202,16 @@ fn path_to_grouped_input(plan: &Plan, column: usize) -> Option<(Vec<Plan>, Arc<d
     }
 }
 
-/// At most how many keys `group` has over `input`'s rows, by the statistics.
-fn keys_read(input: &Plan, group: &Arc<dyn PhysicalExpr>) -> Result<Option<usize>> {
+/// The estimated rows of `input`, and at most how many keys `group` has over them.
+fn rows_and_keys(input: &Plan, group: &Arc<dyn PhysicalExpr>) -> Result<Option<(usize, usize)>> {
     let statistics = input.partition_statistics(None)?;
     let Some(&rows) = statistics.num_rows.get_value() else {
         return Ok(None);
     };
-    let values = column_index(group)
+    let keys = column_index(group)
         .and_then(|index| distinct_values(&statistics, &input.schema(), index))
         .unwrap_or(rows);
-    Ok(Some(values.min(rows)))
+    Ok(Some((rows, keys.min(rows))))
 }
 
 /// Of the inputs within `plan` whose `column` has every value (but NULL) that `plan`'s
