@@ -11,7 +11,8 @@
 //! the join would drop: the other side has no row with their key.
 //!
 //! That input is computed a second time for the semi join, so it must be one chain of
-//! operators over one table (a scan and its filters, no join), estimated at most
+//! operators over one table (a scan and its filters, no join) that gives the same rows
+//! each time (no limit, nothing volatile), estimated at most
 //! [`BROADCAST_ROWS`] rows and at most half as many as the keys the aggregate reads, and
 //! the aggregate must read at least [`MIN_ROWS_READ`] rows.
 
@@ -21,6 +22,7 @@ use datafusion::common::{JoinSide, JoinType, NullEquality};
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr_common::physical_expr::is_volatile;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
@@ -215,14 +217,14 @@ fn rows_and_keys(input: &Plan, group: &Arc<dyn PhysicalExpr>) -> Result<Option<(
 }
 
 /// Of the inputs within `plan` whose `column` has every value (but NULL) that `plan`'s
-/// output `column` can have, the one of a single chain of operators (no join) with the
-/// fewest estimated rows: the plan, where that column is in it, and its rows.
+/// output `column` can have, the [`recomputable`] one with the fewest estimated rows: the
+/// plan, where that column is in it, and its rows.
 fn smallest_key_source(plan: &Plan, column: usize) -> Result<Option<(Plan, usize, usize)>> {
     let mut sources = Vec::new();
     key_sources(plan, column, &mut sources);
     let mut smallest = None;
     for (source, column) in sources {
-        if !single_chain(&source) {
+        if !recomputable(&source) {
             continue;
         }
         let Some(rows) = rows(&source)? else {
@@ -309,10 +311,30 @@ fn output_source(join: &HashJoinExec, column: usize) -> Option<(JoinSide, usize)
     }
 }
 
-/// Whether `plan` is one chain of operators: no node has more than one child.
-fn single_chain(plan: &Plan) -> bool {
+/// Whether `plan` gives the same rows when it runs again: one chain of operators (no
+/// node with more than one child, so no join), none of them with a limit (which may keep
+/// other rows another time) or a volatile expression (`random()`).
+fn recomputable(plan: &Plan) -> bool {
+    let any = plan.as_any();
+    let volatile = if let Some(filter) = any.downcast_ref::<FilterExec>() {
+        is_volatile(filter.predicate())
+    } else if let Some(projection) = any.downcast_ref::<ProjectionExec>() {
+        projection.expr().iter().any(|e| is_volatile(&e.expr))
+    } else if let Some(aggregate) = any.downcast_ref::<AggregateExec>() {
+        aggregate.limit_options().is_some()
+            || aggregate
+                .group_expr()
+                .expr()
+                .iter()
+                .any(|(e, _)| is_volatile(e))
+    } else {
+        false
+    };
     let children = plan.children();
-    children.len() <= 1 && children.iter().all(|child| single_chain(child))
+    !volatile
+        && plan.fetch().is_none()
+        && children.len() <= 1
+        && children.iter().all(|child| recomputable(child))
 }
 
 /// The reduction's path rebuilt over the semi join of the aggregate's input with the
