@@ -12,9 +12,9 @@
 //!
 //! That input is computed a second time for the semi join, so it must be one chain of
 //! operators over one table (a scan and its filters, no join) that gives the same rows
-//! each time (no limit, nothing volatile), estimated at most
-//! [`BROADCAST_ROWS`] rows and at most half as many as the keys the aggregate reads, and
-//! the aggregate must read at least [`MIN_ROWS_READ`] rows.
+//! each time (no limit, nothing volatile), estimated at most [`BROADCAST_ROWS`] rows and
+//! at most half as many as the keys the aggregate reads; and the aggregate must read at
+//! least [`MIN_ROWS_READ`] rows.
 
 use std::sync::Arc;
 
@@ -158,25 +158,14 @@ fn path_to_grouped_input(plan: &Plan, column: usize) -> Option<(Vec<Plan>, Arc<d
     let mut after_final = false;
     loop {
         path.push(node.clone());
-        if let Some(projection) = node.as_any().downcast_ref::<ProjectionExec>() {
+        if let Some((input, at)) = passed_through(&node, column) {
             if after_final {
                 return None;
             }
-            column = projected_columns(projection, &[column])?[0];
-            node = projection.input().clone();
+            (node, column) = (input, at);
             continue;
         }
-        if let Some(filter) = node.as_any().downcast_ref::<FilterExec>() {
-            if after_final {
-                return None;
-            }
-            if let Some(projection) = filter.projection() {
-                column = *projection.get(column)?;
-            }
-            node = filter.input().clone();
-            continue;
-        }
-        if node.as_any().is::<RepartitionExec>() || node.as_any().is::<CoalescePartitionsExec>() {
+        if moves_partitions(&node) {
             if !after_final {
                 return None;
             }
@@ -247,19 +236,9 @@ fn smallest_key_source(plan: &Plan, column: usize) -> Result<Option<(Plan, usize
 fn key_sources(plan: &Plan, column: usize, sources: &mut Vec<(Plan, usize)>) {
     sources.push((plan.clone(), column));
     let any = plan.as_any();
-    if let Some(projection) = any.downcast_ref::<ProjectionExec>() {
-        if let Some(inputs) = projected_columns(projection, &[column]) {
-            key_sources(projection.input(), inputs[0], sources);
-        }
-    } else if let Some(filter) = any.downcast_ref::<FilterExec>() {
-        let input = match filter.projection() {
-            Some(projection) => projection.get(column).copied(),
-            None => Some(column),
-        };
-        if let Some(input) = input {
-            key_sources(filter.input(), input, sources);
-        }
-    } else if any.is::<RepartitionExec>() || any.is::<CoalescePartitionsExec>() {
+    if let Some((input, at)) = passed_through(plan, column) {
+        key_sources(&input, at, sources);
+    } else if moves_partitions(plan) {
         key_sources(&plan.children()[0].clone(), column, sources);
     } else if let Some(aggregate) = any.downcast_ref::<AggregateExec>() {
         let group = aggregate.group_expr();
@@ -289,6 +268,29 @@ fn key_sources(plan: &Plan, column: usize, sources: &mut Vec<(Plan, usize)>) {
             }
         }
     }
+}
+
+/// The input of a projection or filter, and where its output `column` is in that input
+/// (`None` for other nodes, and for a column a projection computes).
+fn passed_through(plan: &Plan, column: usize) -> Option<(Plan, usize)> {
+    let any = plan.as_any();
+    if let Some(projection) = any.downcast_ref::<ProjectionExec>() {
+        let input = projected_columns(projection, &[column])?[0];
+        Some((projection.input().clone(), input))
+    } else if let Some(filter) = any.downcast_ref::<FilterExec>() {
+        let input = match filter.projection() {
+            Some(projection) => *projection.get(column)?,
+            None => column,
+        };
+        Some((filter.input().clone(), input))
+    } else {
+        None
+    }
+}
+
+/// Whether `plan` only moves its input's rows between partitions.
+fn moves_partitions(plan: &Plan) -> bool {
+    plan.as_any().is::<RepartitionExec>() || plan.as_any().is::<CoalescePartitionsExec>()
 }
 
 /// The side of `join` and the column there that its output `column` comes from.
