@@ -31,3 +31,10 @@ def on_two_executors(root: Path, run):
         for executor in executors:
             executor.stop()
         server.stop()
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds process `pid` has used so far. The kernel counts them in
+    10 ms ticks: over 50 runs, 0.2 ms per statement. Steadier than latency on a busy host."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

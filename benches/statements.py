@@ -20,7 +20,7 @@ import statistics
 import time
 from pathlib import Path
 
-from common import SCALE, bench_data, on_two_executors, tpch
+from common import SCALE, bench_data, cpu_seconds, on_two_executors, tpch
 from conftest import Server  # noqa: E402
 
 STATEMENTS = {
@@ -44,13 +44,6 @@ def latency(run, sql, pid=None):
         times.append(time.perf_counter() - started)
     cpu = (cpu_seconds(pid) - cpu_before) / 50 if pid else None
     return statistics.median(times[10:]), cpu
-
-
-def cpu_seconds(pid):
-    """User + system CPU seconds process `pid` has used so far. The kernel counts them in
-    10 ms ticks: over 50 runs, 0.2 ms per statement. Steadier than latency on a busy host."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def select_all(cur, pid=None):
