@@ -67,8 +67,9 @@ pub fn configure(config: &mut SessionConfig) {
 }
 
 /// The physical optimizer rules, with Floe's join rules in place: the broadcast guard,
-/// [`JoinKeysReduceAggregates`], [`SemiJoinsBeforeInnerJoins`] and [`SelectiveJoinsFirst`] right after
-/// `join_selection`, the others right before the final sanity check.
+/// [`JoinKeysReduceAggregates`], [`SemiJoinsBeforeInnerJoins`] and
+/// [`SelectiveJoinsFirst`] right after `join_selection`, the others right before the final
+/// sanity check.
 pub fn with_join_guards(
     mut rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>,
 ) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
