@@ -83,6 +83,10 @@ QUERIES = {
                                                                 "FROM small) s JOIN "
                                                                 "(SELECT k, count(*) AS n FROM many GROUP BY k) g "
                                                                 "ON g.k = s.k",
+    "aggregate kept whole: NOT IN a grouped subquery with a NULL": "SELECT count(*) FROM small WHERE k NOT IN "
+                                                                   "(SELECT nk FROM (SELECT CASE WHEN k = 0 THEN NULL "
+                                                                   "WHEN k = 1 THEN 0 ELSE k END AS nk FROM many) "
+                                                                   "GROUP BY nk)",
     "aggregate kept whole: anti join": "SELECT count(*) FROM (SELECT k, count(*) AS n FROM many GROUP BY k) g "
                                        "WHERE NOT EXISTS (SELECT 1 FROM small s WHERE s.k = g.k)",
 }

@@ -94,7 +94,12 @@ struct Reduction {
 /// `join` (as the plan node `node`) with the best [`Reduction`] of an aggregate on one of
 /// its sides; `None` where no aggregate qualifies.
 fn aggregate_reduced(join: &HashJoinExec, node: &Plan) -> Result<Option<Plan>> {
-    if join.null_equality() != NullEquality::NullEqualsNothing || !unlimited(join) {
+    // A null-aware anti join (`NOT IN`) outputs nothing when the other side has a NULL
+    // key, a row the semi join would drop.
+    if join.null_equality() != NullEquality::NullEqualsNothing
+        || join.null_aware
+        || !unlimited(join)
+    {
         return Ok(None);
     }
     let mut best: Option<Reduction> = None;
