@@ -4,7 +4,7 @@
 //! subquery's rows, grouped by the correlated columns. TPC-H q17's
 //! `l_quantity < (SELECT 0.2 * avg(l_quantity) FROM lineitem WHERE l_partkey = p_partkey)`
 //! averages lineitem's 6 M rows for all 200,000 parts, of which the join keeps the 204
-//! parts of one brand and container. [`JoinKeysReduceAggregates`] puts a semi join under
+//! parts of one brand and container. [`JOIN_KEYS_REDUCE_AGGREGATES`] puts a semi join under
 //! such an aggregate that keeps the rows whose key the join's other side can have, read
 //! from a small input of that side (broadcast): q17's aggregate then reads the 6,100
 //! rows of those 204 parts ("semi-join reduction"). The groups it leaves out are ones
@@ -19,11 +19,9 @@
 use std::sync::Arc;
 
 use datafusion::common::{JoinSide, JoinType, NullEquality};
-use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr_common::physical_expr::is_volatile;
-use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::filter::FilterExec;
@@ -33,7 +31,7 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 
 use super::join_order::{children_with, projected_columns, rows, side_of, unlimited};
-use super::joins::{BROADCAST_ROWS, distinct_values, rewrite_hash_joins};
+use super::joins::{BROADCAST_ROWS, HashJoinRule, distinct_values};
 
 /// An aggregate of fewer rows (by the estimates) costs less than what the semi join adds:
 /// a stage computing the keys, broadcast. TPC-H q2's aggregate of 160,000 rows took as
@@ -42,26 +40,10 @@ const MIN_ROWS_READ: usize = 500_000;
 
 /// Gives an aggregate on one side of a hash join a semi join with the keys of a small
 /// input of the other side, where the join drops the groups without such a key.
-#[derive(Debug)]
-pub struct JoinKeysReduceAggregates;
-
-impl PhysicalOptimizerRule for JoinKeysReduceAggregates {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        _: &ConfigOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        rewrite_hash_joins(plan, &|join, node| aggregate_reduced(join, node))
-    }
-
-    fn name(&self) -> &str {
-        "floe_join_keys_reduce_aggregates"
-    }
-
-    fn schema_check(&self) -> bool {
-        true
-    }
-}
+pub(super) const JOIN_KEYS_REDUCE_AGGREGATES: HashJoinRule = HashJoinRule {
+    name: "floe_join_keys_reduce_aggregates",
+    rewrite: aggregate_reduced,
+};
 
 type Plan = Arc<dyn ExecutionPlan>;
 

@@ -5,13 +5,13 @@
 //! join that filters rows gives the same answer when it runs on the one input its
 //! condition reads, before the other joins, and then every join above it has fewer rows:
 //!
-//! * [`SemiJoinsBeforeInnerJoins`]: a semi or anti join whose keys (and filter) read one
+//! * [`SEMI_JOINS_BEFORE_INNER_JOINS`]: a semi or anti join whose keys (and filter) read one
 //!   input of an inner join. Whether a row passes depends on that row alone. It moves
 //!   where the inner join does not shrink that input (a join to the rows' foreign key):
 //!   TPC-H q18 keeps the 57 orders whose `o_orderkey` has a large total before joining
 //!   them to lineitem's 6 M rows, instead of testing the 6 M joined rows. Where the inner
 //!   join does shrink it (q21's lineitem joined to one nation's suppliers), it stays.
-//! * [`SelectiveJoinsFirst`]: an inner join with a broadcast (small) side whose keys on
+//! * [`SELECTIVE_JOINS_FIRST`]: an inner join with a broadcast (small) side whose keys on
 //!   the other side read one input of an inner join below, and which the statistics show
 //!   shrinking that input: TPC-H q7 and q21 join supplier to the one or two nations they
 //!   ask for before lineitem, not after lineitem, orders and customer. Inner joins may be
@@ -23,62 +23,28 @@
 use std::sync::Arc;
 
 use datafusion::common::{JoinSide, JoinType};
-use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::physical_expr::expressions::Column;
-use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::joins::utils::{ColumnIndex, JoinFilter};
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 
-use super::joins::rewrite_hash_joins;
+use super::joins::HashJoinRule;
 
 /// Moves each semi or anti hash join as far below inner joins as that keeps its input
 /// from growing.
-#[derive(Debug)]
-pub struct SemiJoinsBeforeInnerJoins;
-
-impl PhysicalOptimizerRule for SemiJoinsBeforeInnerJoins {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        _: &ConfigOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        rewrite_hash_joins(plan, &|join, _| semi_join_moved_down(join))
-    }
-
-    fn name(&self) -> &str {
-        "floe_semi_joins_before_inner_joins"
-    }
-
-    fn schema_check(&self) -> bool {
-        true
-    }
-}
+pub(super) const SEMI_JOINS_BEFORE_INNER_JOINS: HashJoinRule = HashJoinRule {
+    name: "floe_semi_joins_before_inner_joins",
+    rewrite: |join, _| semi_join_moved_down(join),
+};
 
 /// Moves each inner join of a broadcast side that shrinks the input its keys read down
 /// to that input.
-#[derive(Debug)]
-pub struct SelectiveJoinsFirst;
-
-impl PhysicalOptimizerRule for SelectiveJoinsFirst {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        _: &ConfigOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        rewrite_hash_joins(plan, &|join, _| selective_join_moved_down(join))
-    }
-
-    fn name(&self) -> &str {
-        "floe_selective_joins_first"
-    }
-
-    fn schema_check(&self) -> bool {
-        true
-    }
-}
+pub(super) const SELECTIVE_JOINS_FIRST: HashJoinRule = HashJoinRule {
+    name: "floe_selective_joins_first",
+    rewrite: |join, _| selective_join_moved_down(join),
+};
 
 /// A rewritten plan, or `None` where nothing changes.
 type Rewritten = Result<Option<Arc<dyn ExecutionPlan>>>;

@@ -10,13 +10,13 @@
 //!   full, left semi/anti/mark) is only right when a single task probes: DataFusion
 //!   emits those rows once all probe partitions of the process are done, but a Ballista
 //!   task probes one partition, so each task would emit them, or none would
-//!   (apache/datafusion-ballista#1055). [`DemoteUnsafeBroadcasts`] makes those joins
+//!   (apache/datafusion-ballista#1055). [`DEMOTE_UNSAFE_BROADCASTS`] makes those joins
 //!   `Partitioned`; a null-aware anti join (`NOT IN`), which must stay `CollectLeft`,
-//!   gets a single probe partition from [`SingleProbeForUnsafeBroadcasts`].
+//!   gets a single probe partition from [`SINGLE_PROBE_FOR_UNSAFE_BROADCASTS`].
 //! * Ballista's own promotion to broadcast (`broadcast_join_threshold_bytes`) has no such
 //!   guard, so it is off.
 //! * Of a semi, anti or mark join's shuffled side only the keys' existence matters, so
-//!   [`DistinctKeysBeforeShuffle`] has each task drop repeated keys before the shuffle
+//!   [`DISTINCT_KEYS_BEFORE_SHUFFLE`] has each task drop repeated keys before the shuffle
 //!   (a partial aggregate, which gives up by itself when the keys hardly repeat): `NOT
 //!   EXISTS (SELECT * FROM orders WHERE o_custkey = c_custkey)` on TPC-H SF1 shuffles
 //!   each task's distinct customer keys (199,300 in all) instead of orders' 1.5 M rows.
@@ -44,8 +44,8 @@ use datafusion::physical_plan::{
 };
 use datafusion::prelude::SessionConfig;
 
-use super::aggregate_reduction::JoinKeysReduceAggregates;
-use super::join_order::{SelectiveJoinsFirst, SemiJoinsBeforeInnerJoins};
+use super::aggregate_reduction::JOIN_KEYS_REDUCE_AGGREGATES;
+use super::join_order::{SELECTIVE_JOINS_FIRST, SEMI_JOINS_BEFORE_INNER_JOINS};
 
 /// A build side under this many bytes is broadcast (where that is correct).
 pub const BROADCAST_BYTES: u64 = 8 * 1024 * 1024;
@@ -67,9 +67,9 @@ pub fn configure(config: &mut SessionConfig) {
 }
 
 /// The physical optimizer rules, with Floe's join rules in place: the broadcast guard,
-/// [`JoinKeysReduceAggregates`], [`SemiJoinsBeforeInnerJoins`] and
-/// [`SelectiveJoinsFirst`] right after `join_selection`, the others right before the final
-/// sanity check.
+/// [`JOIN_KEYS_REDUCE_AGGREGATES`], [`SEMI_JOINS_BEFORE_INNER_JOINS`] and
+/// [`SELECTIVE_JOINS_FIRST`] right after `join_selection`, the others right before the
+/// final sanity check.
 pub fn with_join_guards(
     mut rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>,
 ) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
@@ -77,16 +77,16 @@ pub fn with_join_guards(
         .iter()
         .position(|r| r.name() == "join_selection")
         .map_or(0, |i| i + 1);
-    rules.insert(after_selection, Arc::new(DemoteUnsafeBroadcasts));
-    rules.insert(after_selection + 1, Arc::new(JoinKeysReduceAggregates));
-    rules.insert(after_selection + 2, Arc::new(SemiJoinsBeforeInnerJoins));
-    rules.insert(after_selection + 3, Arc::new(SelectiveJoinsFirst));
+    rules.insert(after_selection, Arc::new(DEMOTE_UNSAFE_BROADCASTS));
+    rules.insert(after_selection + 1, Arc::new(JOIN_KEYS_REDUCE_AGGREGATES));
+    rules.insert(after_selection + 2, Arc::new(SEMI_JOINS_BEFORE_INNER_JOINS));
+    rules.insert(after_selection + 3, Arc::new(SELECTIVE_JOINS_FIRST));
     let before_check = rules
         .iter()
         .position(|r| r.name() == "SanityCheckPlan")
         .unwrap_or(rules.len());
-    rules.insert(before_check, Arc::new(SingleProbeForUnsafeBroadcasts));
-    rules.insert(before_check, Arc::new(DistinctKeysBeforeShuffle));
+    rules.insert(before_check, Arc::new(SINGLE_PROBE_FOR_UNSAFE_BROADCASTS));
+    rules.insert(before_check, Arc::new(DISTINCT_KEYS_BEFORE_SHUFFLE));
     rules
 }
 
@@ -108,120 +108,88 @@ fn unsafe_broadcast(join: &HashJoinExec) -> bool {
 }
 
 /// A new plan node for a hash join (given as itself and as a plan node), or `None`.
-pub(super) type JoinRewrite<'a> =
-    &'a dyn Fn(&HashJoinExec, &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>>;
+pub(super) type JoinRewrite =
+    fn(&HashJoinExec, &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>>;
 
-/// Replaces, bottom up, each hash join for which `rewrite` gives a new node.
-pub(super) fn rewrite_hash_joins(
-    plan: Arc<dyn ExecutionPlan>,
-    rewrite: JoinRewrite,
-) -> Result<Arc<dyn ExecutionPlan>> {
-    plan.transform_up(|node| {
-        let rewritten = match node.as_any().downcast_ref::<HashJoinExec>() {
-            Some(join) => rewrite(join, &node)?,
-            None => None,
-        };
-        Ok(rewritten.map_or_else(|| Transformed::no(node), Transformed::yes))
-    })
-    .map(|t| t.data)
+/// A physical optimizer rule that replaces, bottom up, each hash join for which its
+/// `rewrite` gives a new node.
+#[derive(Debug)]
+pub(super) struct HashJoinRule {
+    pub(super) name: &'static str,
+    pub(super) rewrite: JoinRewrite,
 }
 
-/// [`rewrite_hash_joins`] of the unsafe broadcast joins only.
-fn rewrite_unsafe_broadcasts(
-    plan: Arc<dyn ExecutionPlan>,
-    rewrite: JoinRewrite,
-) -> Result<Arc<dyn ExecutionPlan>> {
-    rewrite_hash_joins(plan, &|join, node| match unsafe_broadcast(join) {
-        true => rewrite(join, node),
-        false => Ok(None),
-    })
+impl PhysicalOptimizerRule for HashJoinRule {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            let rewritten = match node.as_any().downcast_ref::<HashJoinExec>() {
+                Some(join) => (self.rewrite)(join, &node)?,
+                None => None,
+            };
+            Ok(rewritten.map_or_else(|| Transformed::no(node), Transformed::yes))
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
 }
 
 /// Makes broadcast joins that would be wrong on Ballista partitioned hash joins (the
 /// null-aware ones excepted: they must collect their build side).
-#[derive(Debug)]
-struct DemoteUnsafeBroadcasts;
+const DEMOTE_UNSAFE_BROADCASTS: HashJoinRule = HashJoinRule {
+    name: "floe_demote_unsafe_broadcasts",
+    rewrite: demoted_to_partitioned,
+};
 
-impl PhysicalOptimizerRule for DemoteUnsafeBroadcasts {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        _: &ConfigOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        rewrite_unsafe_broadcasts(plan, &|join, _| {
-            if join.null_aware {
-                return Ok(None);
-            }
-            let partitioned = join
-                .builder()
-                .with_partition_mode(PartitionMode::Partitioned)
-                .build_exec()?;
-            Ok(Some(partitioned))
-        })
+fn demoted_to_partitioned(
+    join: &HashJoinExec,
+    _: &Arc<dyn ExecutionPlan>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    if !unsafe_broadcast(join) || join.null_aware {
+        return Ok(None);
     }
-
-    fn name(&self) -> &str {
-        "floe_demote_unsafe_broadcasts"
-    }
-
-    fn schema_check(&self) -> bool {
-        true
-    }
+    let partitioned = join
+        .builder()
+        .with_partition_mode(PartitionMode::Partitioned)
+        .build_exec()?;
+    Ok(Some(partitioned))
 }
 
 /// Gives any broadcast join that is still of an unsafe type a single probe partition,
 /// so one task probes and emits the unmatched build rows exactly once.
-#[derive(Debug)]
-struct SingleProbeForUnsafeBroadcasts;
+const SINGLE_PROBE_FOR_UNSAFE_BROADCASTS: HashJoinRule = HashJoinRule {
+    name: "floe_single_probe_for_unsafe_broadcasts",
+    rewrite: with_single_probe,
+};
 
-impl PhysicalOptimizerRule for SingleProbeForUnsafeBroadcasts {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        _: &ConfigOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        rewrite_unsafe_broadcasts(plan, &|join, node| {
-            if join.right().output_partitioning().partition_count() <= 1 {
-                return Ok(None);
-            }
-            let probe: Arc<dyn ExecutionPlan> =
-                Arc::new(CoalescePartitionsExec::new(join.right().clone()));
-            let children = vec![join.left().clone(), probe];
-            Ok(Some(node.clone().with_new_children(children)?))
-        })
+fn with_single_probe(
+    join: &HashJoinExec,
+    node: &Arc<dyn ExecutionPlan>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    if !unsafe_broadcast(join) || join.right().output_partitioning().partition_count() <= 1 {
+        return Ok(None);
     }
-
-    fn name(&self) -> &str {
-        "floe_single_probe_for_unsafe_broadcasts"
-    }
-
-    fn schema_check(&self) -> bool {
-        true
-    }
+    let probe: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(join.right().clone()));
+    let children = vec![join.left().clone(), probe];
+    Ok(Some(node.clone().with_new_children(children)?))
 }
 
 /// Deduplicates, per task, the join keys of a shuffled semi, anti or mark join's side
 /// whose rows only say whether a key exists, right before that side's shuffle.
-#[derive(Debug)]
-struct DistinctKeysBeforeShuffle;
-
-impl PhysicalOptimizerRule for DistinctKeysBeforeShuffle {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        _: &ConfigOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        rewrite_hash_joins(plan, &|join, _| distinct_keys_before_shuffle(join))
-    }
-
-    fn name(&self) -> &str {
-        "floe_distinct_keys_before_shuffle"
-    }
-
-    fn schema_check(&self) -> bool {
-        true
-    }
-}
+const DISTINCT_KEYS_BEFORE_SHUFFLE: HashJoinRule = HashJoinRule {
+    name: "floe_distinct_keys_before_shuffle",
+    rewrite: |join, _| distinct_keys_before_shuffle(join),
+};
 
 /// The side of a join whose rows are not output, only tested for a matching key.
 fn existence_only_side(join_type: &JoinType) -> Option<JoinSide> {
