@@ -97,16 +97,20 @@ fn aggregate_reduced(join: &HashJoinExec, node: &Plan) -> Result<Option<Plan>> {
             let Some((through, group)) = path_to_grouped_input(side_of(join, side), key) else {
                 continue;
             };
-            let other = side_of(join, side.negate());
-            let Some((keys, key, rows)) = smallest_key_source(other, other_key)? else {
-                continue;
-            };
+            // The aggregate's size first: most are too small, and the key search below
+            // estimates every input it passes.
             let input = through[through.len() - 1].children()[0].clone();
             let Some((read, distinct)) = rows_and_keys(&input, &group)? else {
                 continue;
             };
-            let fits = read >= MIN_ROWS_READ
-                && rows <= BROADCAST_ROWS as usize
+            if read < MIN_ROWS_READ {
+                continue;
+            }
+            let other = side_of(join, side.negate());
+            let Some((keys, key, rows)) = smallest_key_source(other, other_key)? else {
+                continue;
+            };
+            let fits = rows <= BROADCAST_ROWS as usize
                 && rows.saturating_mul(2) <= distinct
                 && keys.schema().field(key).data_type() == &group.data_type(&input.schema())?;
             if fits && best.as_ref().is_none_or(|b| rows < b.rows) {
