@@ -6,6 +6,7 @@ import os
 import re
 import time
 from collections import Counter
+from contextlib import contextmanager
 
 import adbc_driver_manager
 
@@ -402,24 +403,18 @@ def test_a_task_gathers_a_bounded_amount_of_wide_rows_before_writing_them(tmp_pa
     it is routing), writing the partition with the most rows whenever it is over, so no
     batch it writes is a full one (3,800 to 6,200 rows when measured; all 8192 but each
     file's last without the bound)."""
-    server = Server(tmp_path / "data", ["--local-executors", "0", "--local-query-max-bytes", "0",
-                                        "--target-partitions", "4"])
-    executor = server.start_executor(tmp_path / "executor.log", work_dir=tmp_path / "work", slots=1)
-    try:
-        with server.connect() as conn, conn.cursor() as cur:
-            cur.execute("CREATE TABLE wide (id BIGINT, s STRING)")
-            cur.execute("INSERT INTO wide SELECT value, repeat(CAST(value % 10 AS VARCHAR), 4000) "
-                        "FROM generate_series(1, 40000)")
-            # Every (s, id) is its own group: the partial aggregate passes all rows on.
-            answer = query(cur, "SELECT count(*) AS n FROM (SELECT s, id, count(*) AS c FROM wide "
-                                "GROUP BY s, id) WHERE c = 1").to_pylist()
-        assert answer == [{"n": 40000}]
-        batches = [rows for _, file in shuffle_files(tmp_path / "work") for rows in file]
-        assert sum(batches) == 40000, "every row was shuffled once"
-        assert max(batches) < 8192, batches
-    finally:
-        executor.stop()
-        server.stop()
+    with one_executor(tmp_path, partitions=4) as server, server.connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE wide (id BIGINT, s STRING)")
+        cur.execute("INSERT INTO wide SELECT value, repeat(CAST(value % 10 AS VARCHAR), 4000) "
+                    "FROM generate_series(1, 40000)")
+        # Every (s, id) is its own group: the partial aggregate passes all rows on.
+        answer = query(cur, "SELECT count(*) AS n FROM (SELECT s, id, count(*) AS c FROM wide "
+                            "GROUP BY s, id) WHERE c = 1").to_pylist()
+        files = shuffle_files(tmp_path / "work")  # while the executor keeps them
+    assert answer == [{"n": 40000}]
+    batches = [rows for _, file in files for rows in file]
+    assert sum(batches) == 40000, "every row was shuffled once"
+    assert max(batches) < 8192, batches
 
 
 def test_an_aggregates_sliced_output_is_shuffled_in_full_batches(tmp_path):
@@ -429,21 +424,28 @@ def test_an_aggregates_sliced_output_is_shuffled_in_full_batches(tmp_path):
     in full batches; measured by what they report, the task thought itself over the
     bound and wrote the fullest partition early (batches of 7,205 and 8,118 rows among
     the full ones when measured)."""
+    with one_executor(tmp_path, partitions=8) as server, server.connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE keyed (k BIGINT)")
+        # Each key four times in a row: the partial aggregate keeps aggregating.
+        cur.execute("INSERT INTO keyed SELECT value / 4 FROM generate_series(0, 1999999)")
+        answer = query(cur, "SELECT count(*) AS n FROM (SELECT k, count(*) AS c FROM keyed "
+                            "GROUP BY k) WHERE c = 4").to_pylist()
+        files = shuffle_files(tmp_path / "work")  # while the executor keeps them
+    assert answer == [{"n": 500000}]
+    assert sum(sum(batches) for _, batches in files) == 500000, "each group shuffled once"
+    for path, batches in files:
+        assert all(rows == 8192 for rows in batches[:-1]), (path, batches)
+
+
+@contextmanager
+def one_executor(tmp_path, partitions):
+    """A coordinator without in-process executors and one 1-slot `floe executor` whose
+    work directory (stage outputs) is `tmp_path / "work"`."""
     server = Server(tmp_path / "data", ["--local-executors", "0", "--local-query-max-bytes", "0",
-                                        "--target-partitions", "8"])
+                                        "--target-partitions", str(partitions)])
     executor = server.start_executor(tmp_path / "executor.log", work_dir=tmp_path / "work", slots=1)
     try:
-        with server.connect() as conn, conn.cursor() as cur:
-            cur.execute("CREATE TABLE keyed (k BIGINT)")
-            # Each key four times in a row: the partial aggregate keeps aggregating.
-            cur.execute("INSERT INTO keyed SELECT value / 4 FROM generate_series(0, 1999999)")
-            answer = query(cur, "SELECT count(*) AS n FROM (SELECT k, count(*) AS c FROM keyed "
-                                "GROUP BY k) WHERE c = 4").to_pylist()
-        assert answer == [{"n": 500000}]
-        files = shuffle_files(tmp_path / "work")
-        assert sum(sum(batches) for _, batches in files) == 500000, "each group shuffled once"
-        for path, batches in files:
-            assert all(rows == 8192 for rows in batches[:-1]), (path, batches)
+        yield server
     finally:
         executor.stop()
         server.stop()

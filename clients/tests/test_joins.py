@@ -67,6 +67,11 @@ QUERIES = {
                                               "(SELECT k, count(*) AS n FROM many GROUP BY k) g ON g.k = s.k",
     "aggregate reduced: IN of a grouped subquery": "SELECT s.k FROM small s WHERE s.k IN "
                                                    "(SELECT k FROM many GROUP BY k HAVING count(*) > 0)",
+    "aggregate reduced: string keys with quotes": "SELECT s.sk, g.n FROM (SELECT 'it''s ' || CAST(k AS VARCHAR) "
+                                                  "AS sk FROM small) s JOIN (SELECT 'it''s ' || CAST(k AS VARCHAR) "
+                                                  "AS sk, count(*) AS n FROM many GROUP BY 1) g ON g.sk = s.sk",
+    "an aggregate joined to no keys": "SELECT s.k, g.n FROM small s JOIN (SELECT k, count(*) AS n FROM many "
+                                      "GROUP BY k) g ON g.k = s.k WHERE s.v > 1000",
     "aggregate kept whole: left of a left join": "SELECT count(*), count(s.v), sum(g.n) FROM "
                                                  "(SELECT k, count(*) AS n FROM many GROUP BY k) g "
                                                  "LEFT JOIN small s ON s.k = g.k",
