@@ -10,7 +10,8 @@ query's best median per build.
     FLOE_AB_BINS=/path/to/floe-before,/path/to/floe-after python benches/tpch_ab.py
     # FLOE_AB_ROUNDS (2), FLOE_BENCH_QUERIES, FLOE_BENCH_SCALE, FLOE_BENCH_DIR
 
-The data is benches/tpch.py's (FLOE_BENCH_DIR); run that once first to load it.
+The data is benches/tpch.py's (FLOE_BENCH_DIR), generated and loaded by whichever of the
+two runs first.
 """
 
 import os
@@ -59,7 +60,13 @@ def one_round(floe_bin, root, sqls):
 def main():
     if len(BINS) < 2:
         raise SystemExit("FLOE_AB_BINS: two or more floe binaries, comma-separated")
-    root, _ = bench_data()
+    root, data = bench_data()
+    conftest.FLOE_BIN = BINS[0]
+    loader = Server(root / "floe")
+    try:
+        tpch.load_once(loader.pyiceberg(), data)
+    finally:
+        loader.stop()
     reference = tpch.duckdb_connection(root / "duckdb-extensions")
     sqls = {n: q for n, q in tpch.queries(reference).items() if not ONLY or n in ONLY}
     best = {b: {} for b in BINS}
