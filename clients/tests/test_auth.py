@@ -225,6 +225,11 @@ def test_sessions_carry_the_current_schema(secured):
         assert conn.adbc_current_db_schema == "sales"
         with conn.cursor() as cur:
             assert query(cur, "SELECT count(*) AS n FROM orders").to_pylist() == [{"n": 2}]
+            # Answered from the session, also beside a scan that executors run.
+            session = "SELECT current_user AS u, session_user AS su, current_catalog AS c, " \
+                      "current_schema() AS s, current_database() AS d, count(*) AS n FROM orders"
+            assert query(cur, session).to_pylist() == [
+                {"u": "alice", "su": "alice", "c": "floe", "s": "sales", "d": "floe", "n": 2}]
             cur.execute("INSERT INTO orders VALUES (3, 1.0)")
             cur.adbc_ingest("orders", pa.table({"id": [4], "amount": [2.0]}), mode="append")
             assert query(cur, "SELECT count(*) AS n FROM orders").to_pylist() == [{"n": 4}]
@@ -236,6 +241,7 @@ def test_sessions_carry_the_current_schema(secured):
     # Another connection has its own session.
     with login(secured, "alice") as conn, conn.cursor() as cur:
         assert conn.adbc_current_db_schema == "default"
+        assert query(cur, "SELECT current_schema() AS s").to_pylist() == [{"s": "default"}]
         fails_with("NotFound", lambda: cur.execute("SELECT * FROM orders"))
     with login(secured, "reader") as conn:
         with pytest.raises(adbc_driver_manager.Error):

@@ -83,6 +83,7 @@ def test_sql_info_answers_every_code_of_the_spec(server, conn):
     assert values[563] is False  # transactions: the JDBC driver fails on a missing code
     assert "SELECT" in values[508]
     assert "ABS" in values[509] and "UPPER" in values[510] and "NOW" in values[512]
+    assert {"CURRENT_USER", "CURRENT_SCHEMA", "CURRENT_CATALOG", "VERSION"} <= set(values[511])
     assert dict(values[517])[19]  # VARCHAR converts to something
 
     adbc_info = conn.adbc_get_info()

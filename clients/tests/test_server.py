@@ -27,10 +27,13 @@ def test_handshake_accepts_any_credentials_while_auth_is_off(server):
         assert query(cur, "SELECT 41 + 1 AS answer").to_pylist() == [{"answer": 42}]
 
 
-def test_sql_info_names_the_server(conn):
+def test_sql_info_and_version_name_the_server(conn):
     info = conn.adbc_get_info()
     assert info["vendor_name"] == "Floe"
     assert info["vendor_version"]
+    with conn.cursor() as cur:
+        version = query(cur, "SELECT version() AS v").to_pylist()[0]["v"]
+    assert version.startswith(f"Floe {info['vendor_version']} (Apache DataFusion ")
 
 
 def test_bad_configuration_is_refused_at_start_naming_the_key(tmp_path):

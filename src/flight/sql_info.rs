@@ -14,6 +14,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::sql::sqlparser::keywords::ALL_KEYWORDS;
 
 use crate::error::{FloeError, Result};
+use crate::sql::session_functions;
 
 /// The answers for a user who may change tables (`read_only` false) or not.
 pub fn sql_info(read_only: bool) -> Result<SqlInfoData> {
@@ -236,6 +237,15 @@ impl FunctionLists {
                 _ => &mut lists.system,
             };
             list.push(name.to_uppercase());
+        }
+        for name in session_functions::NAMES {
+            if !lists
+                .system
+                .iter()
+                .any(|listed| listed.eq_ignore_ascii_case(name))
+            {
+                lists.system.push(name.to_uppercase());
+            }
         }
         for list in [
             &mut lists.numeric,

@@ -18,6 +18,7 @@ pub mod refs;
 pub mod resolve;
 pub mod row_level;
 pub mod running;
+pub mod session_functions;
 mod small;
 pub mod time_travel;
 pub mod types;
@@ -584,6 +585,8 @@ impl Engine {
     ) -> Result<(Arc<StatementCatalog>, Planned, SchemaRef)> {
         rewrite_before_resolving(&mut statement)?;
         let ctx = self.cluster.statement_context(&caller.schema);
+        let user = caller.access.user();
+        session_functions::register(&ctx, user, &self.catalog_name, &caller.schema);
         let Resolution {
             catalog,
             uses_information_schema,

@@ -1,0 +1,113 @@
+//! Functions that answer from the caller's session: `current_user`, `session_user`,
+//! `current_catalog`, `current_database()`, `current_schema()`, and `version()` naming
+//! Floe. BI tools and SQL consoles ask these when they connect.
+//!
+//! Each statement's context registers its own copies holding the caller's values, and
+//! each call simplifies to a literal while the coordinator plans: no executor has to
+//! know the session.
+//!
+//! The bare `user` keyword is not one of them: it would shadow a column named `user`
+//! (such as `floe.running`'s).
+
+use std::any::Any;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{Result as DfResult, ScalarValue};
+use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+use datafusion::prelude::SessionContext;
+
+/// What `version()` answers.
+pub fn version() -> String {
+    format!(
+        "Floe {} (Apache DataFusion {})",
+        env!("CARGO_PKG_VERSION"),
+        datafusion::DATAFUSION_VERSION
+    )
+}
+
+/// The functions' names, for Flight SQL's list of system functions.
+pub const NAMES: [&str; 6] = [
+    "current_catalog",
+    "current_database",
+    "current_schema",
+    "current_user",
+    "session_user",
+    "version",
+];
+
+/// Registers the session functions on `ctx`, answering for `user`, whose unqualified
+/// names are in `schema` of `catalog`.
+pub fn register(ctx: &SessionContext, user: &str, catalog: &str, schema: &str) {
+    let [
+        current_catalog,
+        current_database,
+        current_schema,
+        current_user,
+        session_user,
+        version,
+    ] = NAMES;
+    for (name, value) in [
+        (current_catalog, catalog),
+        (current_database, catalog),
+        (current_schema, schema),
+        (current_user, user),
+        (session_user, user),
+        (version, &self::version()),
+    ] {
+        ctx.register_udf(ScalarUDF::new_from_impl(SessionValue::new(name, value)));
+    }
+}
+
+/// A function of no arguments whose answer is fixed for the statement.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SessionValue {
+    name: &'static str,
+    value: String,
+    signature: Signature,
+}
+
+impl SessionValue {
+    fn new(name: &'static str, value: &str) -> Self {
+        Self {
+            name,
+            value: value.to_string(),
+            signature: Signature::nullary(Volatility::Stable),
+        }
+    }
+
+    fn scalar(&self) -> ScalarValue {
+        ScalarValue::Utf8(Some(self.value.clone()))
+    }
+}
+
+impl ScalarUDFImpl for SessionValue {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        Ok(ColumnarValue::Scalar(self.scalar()))
+    }
+
+    fn simplify(&self, _args: Vec<Expr>, _info: &SimplifyContext) -> DfResult<ExprSimplifyResult> {
+        Ok(ExprSimplifyResult::Simplified(Expr::Literal(
+            self.scalar(),
+            None,
+        )))
+    }
+}
