@@ -8,6 +8,7 @@ import org.apache.arrow.flight.FlightInfo;
 import org.apache.arrow.flight.FlightStream;
 import org.apache.arrow.flight.Location;
 import org.apache.arrow.flight.auth2.BearerCredentialWriter;
+import org.apache.arrow.flight.client.ClientCookieMiddleware;
 import org.apache.arrow.flight.grpc.CredentialCallOption;
 import org.apache.arrow.flight.sql.FlightSqlClient;
 import org.apache.arrow.flight.sql.impl.FlightSql;
@@ -39,6 +40,8 @@ public class FloeFlightSql {
     try (BufferAllocator allocator = new RootAllocator();
         FlightClient flight =
             FlightClient.builder(allocator, Location.forGrpcInsecure(uri.getHost(), uri.getPort()))
+                // The JDBC driver keeps cookies: the session's (see `USE`) among them.
+                .intercept(new ClientCookieMiddleware.Factory())
                 .build();
         FlightSqlClient sql = new FlightSqlClient(flight)) {
       CallOption[] auth = logIn(flight);

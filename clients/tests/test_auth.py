@@ -210,7 +210,9 @@ def test_metadata_lists_only_what_the_user_may_read(secured):
         with conn.cursor() as cur:
             listed = query(cur, "SELECT table_schema FROM information_schema.tables "
                                 "WHERE table_schema NOT IN ('information_schema')").to_pylist()
+            shown = query(cur, "SHOW SCHEMAS").to_pylist()
         assert {row["table_schema"] for row in listed} == {"sales"}
+        assert [row["schema_name"] for row in shown] == ["sales"]
     with login(secured, "alice") as conn:
         objects = conn.adbc_get_objects(depth="db_schemas").read_all().to_pylist()
         schemas = {s["db_schema_name"] for c in objects for s in c["catalog_db_schemas"]}
@@ -243,9 +245,13 @@ def test_sessions_carry_the_current_schema(secured):
         assert conn.adbc_current_db_schema == "default"
         assert query(cur, "SELECT current_schema() AS s").to_pylist() == [{"s": "default"}]
         fails_with("NotFound", lambda: cur.execute("SELECT * FROM orders"))
-    with login(secured, "reader") as conn:
+    with login(secured, "reader") as conn, conn.cursor() as cur:
         with pytest.raises(adbc_driver_manager.Error):
             conn.adbc_current_db_schema = "secret"  # not readable: as if it did not exist
+        fails_with("NotFound", lambda: cur.execute("USE secret"))
+        cur.execute("USE sales")
+        assert query(cur, "SELECT current_user AS u, count(*) AS n FROM orders").to_pylist() == [
+            {"u": "reader", "n": 4}]
 
 
 def test_no_secret_reaches_the_logs(secured, hashes):

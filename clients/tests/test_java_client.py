@@ -46,6 +46,18 @@ def test_jdbc_call_order(server, schema, tmp_path):
     assert by_label["query"] == [["id", "name"], ["1", "ann"], ["2", "bo"]]
 
 
+def test_jdbc_use_sets_the_schema_of_the_next_statements(server, schema, tmp_path):
+    """USE answers with the session cookie, which the JDBC driver sends with its later calls."""
+    lines = run_java(
+        tmp_path, server.uri,
+        f"CREATE TABLE {schema}.used (id INT)",
+        f"INSERT INTO {schema}.used VALUES (5)",
+        f"USE {schema}",
+        "SELECT id, current_schema() AS s FROM used",
+    )
+    assert [row for row in lines if row[0] == "query"] == [["query", "id", "s"], ["query", "5", schema]]
+
+
 def test_jdbc_call_order_with_auth(secured, tmp_path):
     """JDBC's `user=`/`password=` (Basic on Handshake) and `token=` (a bearer on
     Handshake, checked and handed back), then the same calls with the bearer."""

@@ -170,6 +170,30 @@ def test_show_tables_and_information_schema(cur, schema):
     assert columns == [{"column_name": "a", "data_type": "Int32"}]
 
 
+def test_show_tables_of_a_schema_and_show_schemas(cur, schema):
+    for name in ("listed", "also_listed", "other"):
+        cur.execute(f"CREATE TABLE {schema}.{name} (a INT)")
+
+    def names(sql, column="table_name"):
+        return [row[column] for row in query(cur, sql).to_pylist()]
+
+    assert names(f"SHOW TABLES FROM {schema}") == ["also_listed", "listed", "other"]
+    assert names(f"SHOW TABLES IN floe.{schema} LIKE '%listed'") == ["also_listed", "listed"]
+    assert names(f"SHOW TABLES IN {schema} ILIKE 'OTH%'") == ["other"]
+    assert names("SHOW TABLES FROM no_such_schema") == []
+    assert schema in names("SHOW SCHEMAS", "schema_name")
+    assert names(f"SHOW DATABASES LIKE '{schema}'", "schema_name") == [schema]
+    assert names(f"SHOW SCHEMAS FROM floe LIKE '{schema}'", "schema_name") == [schema]
+    for refused, code in [
+        ("SHOW SCHEMAS FROM elsewhere", "NotFound"),
+        (f"SHOW TABLES FROM elsewhere.{schema}", "NotFound"),
+        (f"SHOW TABLES FROM {schema} WHERE true", "Unimplemented"),
+    ]:
+        with pytest.raises(adbc_driver_manager.Error) as err:
+            cur.execute(refused)
+        assert f"({code};" in str(err.value), refused
+
+
 def test_view_types_reach_clients_as_plain_strings_and_binaries(cur):
     table = query(
         cur,

@@ -7,6 +7,7 @@ import time
 import subprocess
 
 import adbc_driver_flightsql.dbapi as flight_sql
+import adbc_driver_manager
 import pytest
 import pyarrow.flight as flight
 
@@ -34,6 +35,29 @@ def test_sql_info_and_version_name_the_server(conn):
     with conn.cursor() as cur:
         version = query(cur, "SELECT version() AS v").to_pylist()[0]["v"]
     assert version.startswith(f"Floe {info['vendor_version']} (Apache DataFusion ")
+
+
+def test_use_sets_the_schema_of_the_connections_session(server, cur, schema):
+    cur.execute(f"CREATE TABLE {schema}.t (v INT)")
+    cur.execute(f"INSERT INTO {schema}.t VALUES (7)")
+    with server.connect() as conn, conn.cursor() as c:
+        # The connection has no session yet: USE opens one.
+        c.execute(f"USE {schema}")
+        assert query(c, "SELECT v, current_schema() AS s FROM t").to_pylist() == [{"v": 7, "s": schema}]
+        assert conn.adbc_current_db_schema == schema
+        c.execute("USE floe.default")
+        assert query(c, "SELECT current_schema() AS s").to_pylist() == [{"s": "default"}]
+        c.execute(f"USE {schema}")
+        for refused, code in [("USE no_such_schema", "NotFound"), (f"USE elsewhere.{schema}", "NotFound"),
+                              ("USE a.b.c", "InvalidArgument")]:
+            with pytest.raises(adbc_driver_manager.Error) as err:
+                c.execute(refused)
+            assert f"({code};" in str(err.value), refused
+        assert query(c, "SELECT v FROM t").to_pylist() == [{"v": 7}]
+    # Other connections keep their own schema.
+    assert query(cur, "SELECT current_schema() AS s").to_pylist() == [{"s": "default"}]
+    with pytest.raises(adbc_driver_manager.Error):
+        cur.execute("SELECT v FROM t")
 
 
 def test_bad_configuration_is_refused_at_start_naming_the_key(tmp_path):

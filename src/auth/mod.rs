@@ -262,7 +262,7 @@ impl User {
     }
 }
 
-fn new_session_id() -> String {
+pub fn new_session_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 

@@ -4,14 +4,15 @@
 //! in (`FloeFlightService::do_handshake`).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use tonic::body::Body;
-use tonic::codegen::http::{HeaderMap, Request, Response};
+use tonic::codegen::http::{HeaderMap, HeaderValue, Request, Response};
 use tonic::codegen::{BoxFuture, Service};
 use tonic::server::NamedService;
 
-use crate::auth::{Authenticator, Identity};
+use crate::auth::{Authenticator, Identity, new_session_id};
 
 /// The one call that needs no token: it is how a client gets one.
 const HANDSHAKE_PATH: &str = "/arrow.flight.protocol.FlightService/Handshake";
@@ -53,9 +54,16 @@ where
     }
 
     fn call(&mut self, mut request: Request<Body>) -> Self::Future {
+        let mut opened = None;
         if request.uri().path() != HANDSHAKE_PATH {
             match self.identify(request.headers()) {
-                Ok(identity) => {
+                Ok(mut identity) => {
+                    if identity.session_id.is_none() {
+                        let session = NewSession::default();
+                        identity.session_id = Some(session.id.clone());
+                        request.extensions_mut().insert(session.clone());
+                        opened = Some((session, identity.clone()));
+                    }
                     request.extensions_mut().insert(identity);
                 }
                 Err(status) => return Box::pin(async move { Ok(status.into_http()) }),
@@ -64,8 +72,67 @@ where
         // The clone that was made ready is the one that serves the call.
         let ready = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, ready);
-        Box::pin(inner.call(request))
+        let response = inner.call(request);
+        let authenticator = self.authenticator.clone();
+        Box::pin(async move {
+            let mut response = response.await?;
+            if let Some((session, identity)) = opened.filter(|(session, _)| session.is_kept())
+                && let Err(status) = hand_over(&mut response, &authenticator, &identity, &session)
+            {
+                return Ok(status.into_http());
+            }
+            Ok(response)
+        })
     }
+}
+
+/// The session id given to a call that came without one. A handler that keeps a
+/// session under it calls [`NewSession::keep`]; the response then hands the id to the
+/// client, as the session cookie and inside a new bearer token (for clients without
+/// cookies), so that its next calls belong to the session.
+#[derive(Clone)]
+pub struct NewSession {
+    id: String,
+    kept: Arc<AtomicBool>,
+}
+
+impl Default for NewSession {
+    fn default() -> Self {
+        Self {
+            id: new_session_id(),
+            kept: Arc::default(),
+        }
+    }
+}
+
+impl NewSession {
+    pub fn keep(&self) {
+        self.kept.store(true, Ordering::Relaxed);
+    }
+
+    fn is_kept(&self) -> bool {
+        self.kept.load(Ordering::Relaxed)
+    }
+}
+
+fn hand_over(
+    response: &mut Response<Body>,
+    authenticator: &Authenticator,
+    identity: &Identity,
+    session: &NewSession,
+) -> Result<(), tonic::Status> {
+    let token = authenticator
+        .session_token(identity, &session.id)
+        .map_err(super::status)?;
+    let header = |value: String| {
+        HeaderValue::try_from(value)
+            .map_err(|_| tonic::Status::internal("a session that is not a header value"))
+    };
+    let headers = response.headers_mut();
+    headers.insert("authorization", header(format!("Bearer {token}"))?);
+    let cookie = format!("{SESSION_COOKIE}={}; HttpOnly", session.id);
+    headers.insert("set-cookie", header(cookie)?);
+    Ok(())
 }
 
 impl<S> Authenticated<S> {

@@ -54,10 +54,12 @@ use crate::error::FloeError;
 pub use crate::error::status;
 use crate::ops::statements::{self, Running};
 use crate::sql::ingest::{IfExists, IfMissing, IngestTarget};
+use crate::sql::session::SessionSchema;
 use crate::sql::{Caller, Engine, Outcome, StatementKind};
+use auth::NewSession;
 use prepared::PreparedStatements;
 use results::{Cancelled, PendingResults};
-use session::Sessions;
+use session::{SessionHandle, Sessions};
 
 /// The Flight action that cancels the statements of a FlightInfo.
 const CANCEL_FLIGHT_INFO: &str = "CancelFlightInfo";
@@ -68,7 +70,7 @@ pub struct FloeFlightService {
     pending: PendingResults,
     polls: poll::Polls,
     prepared: PreparedStatements,
-    sessions: Sessions,
+    sessions: Arc<Sessions>,
     sql_info: SqlInfoData,
     /// SqlInfo for users who may not change anything.
     read_only_sql_info: SqlInfoData,
@@ -83,7 +85,7 @@ impl FloeFlightService {
             pending: PendingResults::default(),
             polls: poll::Polls::default(),
             prepared: PreparedStatements::default(),
-            sessions: Sessions::default(),
+            sessions: Arc::default(),
             sql_info: sql_info::sql_info(false)?,
             read_only_sql_info: sql_info::sql_info(true)?,
             xdbc_type_info: metadata::xdbc_type_info()?,
@@ -101,9 +103,16 @@ impl FloeFlightService {
     /// Who makes the call, in their session's schema.
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
         let identity = self.identity(request)?;
+        let new_session = request.extensions().get::<NewSession>().cloned();
+        let session = identity.session_id.as_ref().map(|id| {
+            let (sessions, identity) = (self.sessions.clone(), identity.clone());
+            let handle = SessionHandle::new(sessions, id.clone(), identity, new_session);
+            Arc::new(handle) as Arc<dyn SessionSchema>
+        });
         Ok(Caller {
             access: identity.access.clone(),
             schema: self.sessions.schema(identity),
+            session,
         })
     }
 

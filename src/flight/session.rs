@@ -1,22 +1,25 @@
 //! Flight sessions (SetSessionOptions, GetSessionOptions, CloseSession): per-client
 //! state that outlives one call. A session is named by the `arrow_flight_session_id`
-//! cookie or, for clients without cookies, by the `sid` of the caller's bearer token.
+//! cookie or, for clients without cookies, by the `sid` of the caller's bearer token; a
+//! call with neither gets a new id, handed to the client if the call keeps a session
+//! (`auth::NewSession`). SQL's `USE` sets the schema through [`SessionHandle`].
 //! Options: `catalog` (Floe serves one) and `schema` (where unqualified table names
 //! are; ADBC's current db_schema, JDBC's `schema`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_flight::Action;
 use prost::Message;
-use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 
-use super::auth::SESSION_COOKIE;
+use super::auth::NewSession;
 use super::store::Store;
-use super::{DoActionStream, action_result, set_bearer, status};
+use super::{DoActionStream, action_result, status};
 use crate::auth::Identity;
 use crate::catalog::DEFAULT_NAMESPACE;
+use crate::sql::session::SessionSchema;
 
 pub const SET_SESSION_OPTIONS: &str = "SetSessionOptions";
 pub const GET_SESSION_OPTIONS: &str = "GetSessionOptions";
@@ -70,6 +73,52 @@ impl Sessions {
 
     pub fn close(&self, id: &str, identity: &Identity) -> bool {
         self.0.remove(id, identity.access.user())
+    }
+}
+
+/// One caller's session, as the SQL layer sets its schema (`USE`).
+pub struct SessionHandle {
+    sessions: Arc<Sessions>,
+    id: String,
+    identity: Identity,
+    /// Set when the call came without a session: the id is new.
+    new_session: Option<NewSession>,
+}
+
+impl SessionHandle {
+    pub fn new(
+        sessions: Arc<Sessions>,
+        id: String,
+        identity: Identity,
+        new_session: Option<NewSession>,
+    ) -> Self {
+        Self {
+            sessions,
+            id,
+            identity,
+            new_session,
+        }
+    }
+}
+
+impl SessionSchema for SessionHandle {
+    fn set(&self, schema: String) -> crate::error::Result<()> {
+        let mut session = self.sessions.get(&self.id, &self.identity);
+        session.schema = Some(schema);
+        self.sessions.put(&self.id, &self.identity, session)?;
+        if let Some(new_session) = &self.new_session {
+            new_session.keep();
+        }
+        Ok(())
+    }
+}
+
+/// Names the session's user only: its id opens it.
+impl std::fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionHandle")
+            .field("user", &self.identity.access.user())
+            .finish_non_exhaustive()
     }
 }
 
@@ -159,10 +208,11 @@ impl super::FloeFlightService {
         let options = proto::SetSessionOptionsRequest::decode(request.get_ref().body.clone())
             .map_err(|e| Status::invalid_argument(format!("{SET_SESSION_OPTIONS}: {e}")))?
             .session_options;
-        let (id, is_new) = match &identity.session_id {
-            Some(id) => (id.clone(), false),
-            None => (uuid::Uuid::new_v4().simple().to_string(), true),
-        };
+        let new_session = request.extensions().get::<NewSession>().cloned();
+        let id = identity
+            .session_id
+            .clone()
+            .ok_or_else(|| Status::internal("a call without a session id"))?;
         let mut session = self.sessions.get(&id, &identity);
         let mut errors = HashMap::new();
         for (name, value) in options {
@@ -174,18 +224,11 @@ impl super::FloeFlightService {
             }
         }
         self.sessions.put(&id, &identity, session).map_err(status)?;
-        let result = proto::SetSessionOptionsResult { errors };
-        let mut response = action_result(result.encode_to_vec());
-        if is_new {
-            let token = self
-                .authenticator
-                .session_token(&identity, &id)
-                .map_err(status)?;
-            set_bearer(&mut response, &token)?;
-            let cookie = MetadataValue::try_from(format!("{SESSION_COOKIE}={id}; HttpOnly"))
-                .map_err(|_| Status::internal("a session id that is not a header value"))?;
-            response.metadata_mut().insert("set-cookie", cookie);
+        if let Some(new_session) = new_session {
+            new_session.keep();
         }
+        let result = proto::SetSessionOptionsResult { errors };
+        let response = action_result(result.encode_to_vec());
         Ok(response)
     }
 
@@ -206,9 +249,8 @@ impl super::FloeFlightService {
                 Ok(())
             }
             ("schema", Some(Text(schema))) => {
-                let visible = identity.access.can_read(&schema)
-                    && self.engine.schema_exists(&schema).await.map_err(status)?;
-                if visible {
+                let visible = self.engine.schema_visible(&identity.access, &schema);
+                if visible.await.map_err(status)? {
                     session.schema = Some(schema);
                     Ok(())
                 } else {

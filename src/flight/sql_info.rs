@@ -14,7 +14,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::sql::sqlparser::keywords::ALL_KEYWORDS;
 
 use crate::error::{FloeError, Result};
-use crate::sql::session_functions;
+use crate::sql::session;
 
 /// The answers for a user who may change tables (`read_only` false) or not.
 pub fn sql_info(read_only: bool) -> Result<SqlInfoData> {
@@ -238,7 +238,7 @@ impl FunctionLists {
             };
             list.push(name.to_uppercase());
         }
-        for name in session_functions::NAMES {
+        for name in session::FUNCTION_NAMES {
             if !lists
                 .system
                 .iter()

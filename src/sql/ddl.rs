@@ -49,6 +49,20 @@ pub fn parts(name: &ObjectName) -> Result<Vec<String>> {
         .collect()
 }
 
+/// The schema `name` (`s` or `catalog.s`) names in the catalog called `catalog_name`.
+pub fn schema_name(name: &ObjectName, catalog_name: &str) -> Result<String> {
+    match parts(name)?.as_slice() {
+        [schema] => Ok(schema.clone()),
+        [catalog, schema] if catalog == catalog_name => Ok(schema.clone()),
+        [catalog, _] => Err(unknown_catalog(catalog)),
+        _ => Err(FloeError::invalid(format!("invalid schema name {name}"))),
+    }
+}
+
+pub fn unknown_catalog(name: &str) -> FloeError {
+    FloeError::not_found(format!("catalog '{name}' not found"))
+}
+
 impl Names<'_> {
     /// The namespace a DDL statement changes (the caller must be allowed to).
     pub fn namespace(&self, name: &ObjectName) -> Result<NamespaceIdent> {
@@ -67,14 +81,7 @@ impl Names<'_> {
     }
 
     fn resolve_namespace(&self, name: &ObjectName) -> Result<NamespaceIdent> {
-        match parts(name)?.as_slice() {
-            [ns] => Ok(NamespaceIdent::new(ns.clone())),
-            [catalog, ns] if catalog == self.catalog_name => Ok(NamespaceIdent::new(ns.clone())),
-            [catalog, _] => Err(FloeError::not_found(format!(
-                "catalog '{catalog}' not found"
-            ))),
-            _ => Err(FloeError::invalid(format!("invalid schema name {name}"))),
-        }
+        Ok(NamespaceIdent::new(schema_name(name, self.catalog_name)?))
     }
 
     fn resolve_table(&self, name: &ObjectName) -> Result<TableIdent> {
@@ -83,9 +90,7 @@ impl Names<'_> {
             [t] => Ok(ident(self.default_namespace, t)),
             [ns, t] => Ok(ident(ns, t)),
             [catalog, ns, t] if catalog == self.catalog_name => Ok(ident(ns, t)),
-            [catalog, _, _] => Err(FloeError::not_found(format!(
-                "catalog '{catalog}' not found"
-            ))),
+            [catalog, _, _] => Err(unknown_catalog(catalog)),
             _ => Err(FloeError::invalid(format!("invalid table name {name}"))),
         }
     }

@@ -40,11 +40,11 @@ use datafusion::logical_expr::{
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, BinaryOperator, Expr, Ident, Merge, MergeAction, MergeClause,
-    MergeClauseKind, MergeInsertKind, ObjectName, Statement, TableFactor, UpdateTableFromKind,
-    visit_expressions,
+    AssignmentTarget, BinaryOperator, Expr, Merge, MergeAction, MergeClause, MergeClauseKind,
+    MergeInsertKind, ObjectName, Statement, TableFactor, UpdateTableFromKind, visit_expressions,
 };
 
+use super::ddl::normalize;
 use super::parse::parse;
 use super::resolve::StatementCatalog;
 use super::row_level::{self, appending, fold_constants, scans};
@@ -404,14 +404,6 @@ fn join(items: impl Iterator<Item = impl AsRef<str>>, separator: &str) -> String
         .join(separator)
 }
 
-/// The column an identifier names, as DataFusion normalises it.
-fn column_name(ident: &Ident) -> String {
-    match ident.quote_style {
-        Some(_) => ident.value.clone(),
-        None => ident.value.to_lowercase(),
-    }
-}
-
 fn known_column(name: String, columns: &[String]) -> Result<String> {
     match columns.contains(&name) {
         true => Ok(name),
@@ -447,7 +439,7 @@ fn target_action(
                         name.0.last().and_then(|p| p.as_ident()).ok_or_else(|| {
                             FloeError::invalid(format!("MERGE: cannot set '{name}'"))
                         })?;
-                    let column = known_column(column_name(ident), columns)?;
+                    let column = known_column(normalize(ident), columns)?;
                     Ok((column, format!("({})", assignment.value)))
                 })
                 .collect::<Result<Vec<_>>>()?;
@@ -491,7 +483,7 @@ fn insert_values(clause: &MergeClause, columns: &[String]) -> Result<Vec<String>
                     name.0.last().and_then(|p| p.as_ident()).ok_or_else(|| {
                         FloeError::invalid(format!("MERGE: cannot insert '{name}'"))
                     })?;
-                known_column(column_name(ident), columns)
+                known_column(normalize(ident), columns)
             })
             .collect::<Result<_>>()?,
     };

@@ -7,6 +7,7 @@ use iceberg::{NamespaceIdent, TableIdent};
 
 use super::{Caller, Engine};
 use crate::arrow_compat::client_schema;
+use crate::auth::Access;
 use crate::error::Result;
 use crate::table::plan_schema;
 
@@ -48,11 +49,14 @@ impl Engine {
         Ok(names)
     }
 
-    pub async fn schema_exists(&self, name: &str) -> Result<bool> {
-        Ok(self
-            .catalog
-            .namespace_exists(&NamespaceIdent::new(name.to_string()))
-            .await?)
+    /// Whether schema `name` exists and `access` may read it (a schema the caller may not
+    /// read is, to them, one that does not exist).
+    pub async fn schema_visible(&self, access: &Access, name: &str) -> Result<bool> {
+        Ok(access.can_read(name)
+            && self
+                .catalog
+                .namespace_exists(&NamespaceIdent::new(name.to_string()))
+                .await?)
     }
 
     /// The tables whose schema and name match the LIKE patterns, sorted; with their

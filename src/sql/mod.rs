@@ -18,7 +18,8 @@ pub mod refs;
 pub mod resolve;
 pub mod row_level;
 pub mod running;
-pub mod session_functions;
+pub mod session;
+mod show;
 mod small;
 pub mod time_travel;
 pub mod types;
@@ -82,6 +83,8 @@ pub struct Engine {
 pub struct Caller {
     pub access: Arc<Access>,
     pub schema: String,
+    /// Where `USE` sets the schema; `None` for Floe's own statements.
+    pub session: Option<Arc<dyn session::SessionSchema>>,
 }
 
 impl Caller {
@@ -90,6 +93,7 @@ impl Caller {
         Self {
             access: Arc::new(Access::unrestricted()),
             schema: DEFAULT_NAMESPACE.to_string(),
+            session: None,
         }
     }
 }
@@ -106,6 +110,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// A statement that returns nothing and changes no row (DDL, `USE`).
+    fn nothing() -> Self {
+        Outcome::Done {
+            rows: RecordBatch::new_empty(Arc::new(Schema::empty())),
+            affected: 0,
+        }
+    }
+
     /// An update's outcome: it affected `count` rows.
     fn count(count: u64) -> Result<Self> {
         Ok(Outcome::Done {
@@ -293,7 +305,10 @@ impl Engine {
         }
         let statement = parse_statement(sql)?;
         if as_ddl(&statement).is_some()
-            || matches!(as_sql(&statement), Some(Statement::Kill { .. }))
+            || matches!(
+                as_sql(&statement),
+                Some(Statement::Kill { .. } | Statement::Use(_))
+            )
             || as_merge(&statement).is_some()
             || as_call(&statement).is_some()
         {
@@ -379,6 +394,10 @@ impl Engine {
             self.kill(caller, *id)?;
             return Outcome::count(1);
         }
+        if let Some(Statement::Use(target)) = as_sql(&statement) {
+            self.use_schema(caller, target).await?;
+            return Ok(Outcome::nothing());
+        }
         if let Some(call) = as_call(&statement) {
             if !params.is_empty() {
                 return Err(FloeError::invalid("CALL takes no parameters"));
@@ -403,10 +422,7 @@ impl Engine {
                 return Err(FloeError::invalid("DDL statements take no parameters"));
             }
             self.execute_ddl(caller, ddl).await?;
-            return Ok(Outcome::Done {
-                rows: RecordBatch::new_empty(Arc::new(Schema::empty())),
-                affected: 0,
-            });
+            return Ok(Outcome::nothing());
         }
         match self.plan(caller, statement, params).await? {
             (_, Planned::Query(query), _) => Ok(Outcome::Query(query)),
@@ -583,10 +599,11 @@ impl Engine {
         mut statement: DfStatement,
         params: &[ScalarValue],
     ) -> Result<(Arc<StatementCatalog>, Planned, SchemaRef)> {
+        show::rewrite(&mut statement, &self.catalog_name)?;
         rewrite_before_resolving(&mut statement)?;
         let ctx = self.cluster.statement_context(&caller.schema);
         let user = caller.access.user();
-        session_functions::register(&ctx, user, &self.catalog_name, &caller.schema);
+        session::register_functions(&ctx, user, &self.catalog_name, &caller.schema);
         let Resolution {
             catalog,
             uses_information_schema,

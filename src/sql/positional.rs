@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::{self, Expr, Ident, Query, SelectItem, SetExpr};
 
+use super::ddl::normalize;
 use super::parse::sql_statement_mut;
 
 /// Aliases the repeated output names of an INSERT's query (in each branch of a set
@@ -60,17 +61,10 @@ fn unique_projection_names(projection: &mut [SelectItem]) {
 /// Wildcards have no single name.
 fn output_name(item: &SelectItem) -> Option<String> {
     match item {
-        SelectItem::ExprWithAlias { alias, .. } => Some(normalized(alias)),
-        SelectItem::UnnamedExpr(Expr::Identifier(ident)) => Some(normalized(ident)),
-        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(normalized),
+        SelectItem::ExprWithAlias { alias, .. } => Some(normalize(alias)),
+        SelectItem::UnnamedExpr(Expr::Identifier(ident)) => Some(normalize(ident)),
+        SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(normalize),
         SelectItem::UnnamedExpr(expr) => Some(expr.to_string()),
         SelectItem::QualifiedWildcard(..) | SelectItem::Wildcard(_) => None,
-    }
-}
-
-fn normalized(ident: &Ident) -> String {
-    match ident.quote_style {
-        Some(_) => ident.value.clone(),
-        None => ident.value.to_lowercase(),
     }
 }

@@ -1,13 +1,15 @@
-//! Functions that answer from the caller's session: `current_user`, `session_user`,
+//! The caller's session in SQL: `USE schema` changes which schema unqualified names
+//! mean, and functions answer from it: `current_user`, `session_user`,
 //! `current_catalog`, `current_database()`, `current_schema()`, and `version()` naming
-//! Floe. BI tools and SQL consoles ask these when they connect.
+//! Floe. BI tools and SQL consoles use these when they connect.
 //!
-//! Each statement's context registers its own copies holding the caller's values, and
-//! each call simplifies to a literal while the coordinator plans: no executor has to
-//! know the session.
+//! Sessions belong to the Flight layer; a statement reaches its caller's through
+//! [`SessionSchema`].
 //!
-//! The bare `user` keyword is not one of them: it would shadow a column named `user`
-//! (such as `floe.running`'s).
+//! Each statement's context registers its own copies of the functions holding the
+//! caller's values, and each call simplifies to a literal while the coordinator plans:
+//! no executor has to know the session. The bare `user` keyword is not one of them: it
+//! would shadow a column named `user` (such as `floe.running`'s).
 
 use std::any::Any;
 
@@ -18,6 +20,37 @@ use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 use datafusion::prelude::SessionContext;
+use datafusion::sql::sqlparser::ast::Use;
+
+use super::ddl::schema_name;
+use super::{Caller, Engine};
+use crate::error::{FloeError, Result};
+
+/// Where a caller's session keeps its schema.
+pub trait SessionSchema: Send + Sync + std::fmt::Debug {
+    /// Unqualified names mean `schema` from now on.
+    fn set(&self, schema: String) -> Result<()>;
+}
+
+impl Engine {
+    /// `USE schema` (or `USE catalog.schema`): the caller's session takes the schema,
+    /// which must exist and be readable by them.
+    pub(super) async fn use_schema(&self, caller: &Caller, statement: &Use) -> Result<()> {
+        let Use::Object(name) = statement else {
+            return Err(FloeError::unimplemented(format!(
+                "{statement} is not supported"
+            )));
+        };
+        let schema = schema_name(name, self.catalog_name())?;
+        if !self.schema_visible(&caller.access, &schema).await? {
+            return Err(FloeError::not_found(format!("schema '{schema}' not found")));
+        }
+        let Some(session) = &caller.session else {
+            return Err(FloeError::invalid("USE needs a session"));
+        };
+        session.set(schema)
+    }
+}
 
 /// What `version()` answers.
 pub fn version() -> String {
@@ -29,7 +62,7 @@ pub fn version() -> String {
 }
 
 /// The functions' names, for Flight SQL's list of system functions.
-pub const NAMES: [&str; 6] = [
+pub const FUNCTION_NAMES: [&str; 6] = [
     "current_catalog",
     "current_database",
     "current_schema",
@@ -40,7 +73,7 @@ pub const NAMES: [&str; 6] = [
 
 /// Registers the session functions on `ctx`, answering for `user`, whose unqualified
 /// names are in `schema` of `catalog`.
-pub fn register(ctx: &SessionContext, user: &str, catalog: &str, schema: &str) {
+pub fn register_functions(ctx: &SessionContext, user: &str, catalog: &str, schema: &str) {
     let [
         current_catalog,
         current_database,
@@ -48,7 +81,7 @@ pub fn register(ctx: &SessionContext, user: &str, catalog: &str, schema: &str) {
         current_user,
         session_user,
         version,
-    ] = NAMES;
+    ] = FUNCTION_NAMES;
     for (name, value) in [
         (current_catalog, catalog),
         (current_database, catalog),
