@@ -254,6 +254,19 @@ def test_sessions_carry_the_current_schema(secured):
             {"u": "reader", "n": 4}]
 
 
+def test_show_create_table_only_of_a_table_the_user_may_read(secured):
+    hidden = secured.pyiceberg().create_table("secret.hidden", schema=pa.schema([("x", pa.int64())]))
+    try:
+        with login(secured, "reader") as conn, conn.cursor() as cur:
+            message = fails_with("NotFound", lambda: cur.execute("SHOW CREATE TABLE secret.hidden"))
+            assert "x BIGINT" not in message
+        with login(secured, "alice") as conn, conn.cursor() as cur:
+            shown = query(cur, "SHOW CREATE TABLE secret.hidden").to_pylist()
+            assert "x BIGINT" in shown[0]["create_statement"]
+    finally:
+        secured.pyiceberg().drop_table(hidden.name())
+
+
 def test_no_secret_reaches_the_logs(secured, hashes):
     # Failed and successful logins have happened above; make one more of each.
     fails_with("Unauthenticated", lambda: run(lambda: login(secured, "alice", "wrong-" + PASSWORDS["alice"])))

@@ -201,3 +201,39 @@ def test_view_types_reach_clients_as_plain_strings_and_binaries(cur):
     )
     assert table.schema.types == [pa.string(), pa.binary()]
     assert table.to_pylist() == [{"s": "abc", "b": b"xy"}]
+
+
+def test_show_create_table_makes_the_same_table_again(cur, catalog, schema):
+    cur.execute(
+        f'CREATE TABLE {schema}."Odd ""name""" ('
+        "  id BIGINT NOT NULL COMMENT 'the row''s id', \"Mixed\" STRING, ts TIMESTAMP, tz TIMESTAMPTZ,"
+        "  amount DECIMAL(10, 2), tags ARRAY<STRING>, attrs MAP(STRING, INT), p STRUCT<a INT, b STRING>,"
+        "  b BINARY(4), vb VARBINARY, u UUID, f REAL, d DOUBLE, dt DATE, tm TIME, flag BOOLEAN)"
+        ' PARTITIONED BY (day(ts), bucket(8, id), truncate(3, "Mixed"), flag)'
+        " COMMENT 'a ''quoted'' table'"
+        " TBLPROPERTIES ('write.parquet.compression-codec' = 'snappy', 'my.key' = 'it''s')"
+    )
+    shown = query(cur, f'SHOW CREATE TABLE {schema}."Odd ""name"""').to_pylist()
+    statement = shown[0]["create_statement"]
+    name = f'floe.{schema}."Odd ""name"""'
+    assert statement.startswith(f"CREATE TABLE {name} (")
+    assert "LOCATION" not in statement
+    cur.execute(statement.replace(name, f"{schema}.again", 1))
+
+    original, again = (catalog.load_table((schema, n)) for n in ('Odd "name"', "again"))
+    assert again.schema() == original.schema()  # names, types, ids, NOT NULL, comments
+    assert again.spec() == original.spec()
+    assert again.properties == original.properties
+    assert again.properties["comment"] == "a 'quoted' table"
+    assert again.properties["my.key"] == "it's"
+
+
+def test_show_create_table_of_a_table_pyiceberg_made(cur, catalog, schema):
+    _pyiceberg_table(catalog, schema, "made_by_py")
+    statement = query(cur, f"SHOW CREATE TABLE {schema}.made_by_py").to_pylist()[0]["create_statement"]
+    cur.execute(statement.replace(f"floe.{schema}.made_by_py", f"{schema}.made_again", 1))
+    original, again = (catalog.load_table((schema, n)) for n in ("made_by_py", "made_again"))
+    assert again.schema() == original.schema()
+    with pytest.raises(adbc_driver_manager.Error) as err:
+        cur.execute(f"SHOW CREATE TABLE {schema}.no_such_table")
+    assert "(NotFound;" in str(err.value) and "no_such_table' not found" in str(err.value)

@@ -59,6 +59,23 @@ pub fn schema_name(name: &ObjectName, catalog_name: &str) -> Result<String> {
     }
 }
 
+/// The table `name` (`t`, `s.t` or `catalog.s.t`) names in the catalog called
+/// `catalog_name`; `t` is in `default_namespace`.
+pub fn table_ident(
+    name: &ObjectName,
+    catalog_name: &str,
+    default_namespace: &str,
+) -> Result<TableIdent> {
+    let ident = |ns: &str, t: &str| TableIdent::new(NamespaceIdent::new(ns.into()), t.into());
+    match parts(name)?.as_slice() {
+        [t] => Ok(ident(default_namespace, t)),
+        [ns, t] => Ok(ident(ns, t)),
+        [catalog, ns, t] if catalog == catalog_name => Ok(ident(ns, t)),
+        [catalog, _, _] => Err(unknown_catalog(catalog)),
+        _ => Err(FloeError::invalid(format!("invalid table name {name}"))),
+    }
+}
+
 pub fn unknown_catalog(name: &str) -> FloeError {
     FloeError::not_found(format!("catalog '{name}' not found"))
 }
@@ -85,14 +102,7 @@ impl Names<'_> {
     }
 
     fn resolve_table(&self, name: &ObjectName) -> Result<TableIdent> {
-        let ident = |ns: &str, t: &str| TableIdent::new(NamespaceIdent::new(ns.into()), t.into());
-        match parts(name)?.as_slice() {
-            [t] => Ok(ident(self.default_namespace, t)),
-            [ns, t] => Ok(ident(ns, t)),
-            [catalog, ns, t] if catalog == self.catalog_name => Ok(ident(ns, t)),
-            [catalog, _, _] => Err(unknown_catalog(catalog)),
-            _ => Err(FloeError::invalid(format!("invalid table name {name}"))),
-        }
+        table_ident(name, self.catalog_name, self.default_namespace)
     }
 }
 

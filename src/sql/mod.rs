@@ -20,6 +20,7 @@ pub mod row_level;
 pub mod running;
 pub mod session;
 mod show;
+mod show_create;
 mod small;
 pub mod time_travel;
 pub mod types;
@@ -42,7 +43,9 @@ use datafusion::physical_plan::execute_stream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
-use datafusion::sql::sqlparser::ast::{CreateTable, Function, Merge, ObjectType, Statement};
+use datafusion::sql::sqlparser::ast::{
+    CreateTable, Function, Merge, ObjectName, ObjectType, ShowCreateObject, Statement,
+};
 use futures::TryStreamExt;
 use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
 
@@ -304,6 +307,13 @@ impl Engine {
             });
         }
         let statement = parse_statement(sql)?;
+        if as_show_create_table(&statement).is_some() {
+            return Ok(Prepared {
+                kind: StatementKind::Query(show_create::result_schema()),
+                parameters: Arc::new(Schema::empty()),
+                query: None,
+            });
+        }
         if as_ddl(&statement).is_some()
             || matches!(
                 as_sql(&statement),
@@ -393,6 +403,10 @@ impl Engine {
         if let Some(Statement::Kill { id, .. }) = as_sql(&statement) {
             self.kill(caller, *id)?;
             return Outcome::count(1);
+        }
+        if let Some(name) = as_show_create_table(&statement) {
+            let rows = self.show_create_table(caller, name).await?;
+            return Ok(Outcome::Done { rows, affected: 0 });
         }
         if let Some(Statement::Use(target)) = as_sql(&statement) {
             self.use_schema(caller, target).await?;
@@ -904,6 +918,17 @@ fn is_write(dml: &DmlStatement) -> bool {
 /// A double-quoted identifier, as written for the name it is.
 fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The table of a `SHOW CREATE TABLE`.
+fn as_show_create_table(statement: &DfStatement) -> Option<&ObjectName> {
+    match as_sql(statement)? {
+        Statement::ShowCreate {
+            obj_type: ShowCreateObject::Table,
+            obj_name,
+        } => Some(obj_name),
+        _ => None,
+    }
 }
 
 /// The SQL statement `statement` is, unless it is one of DataFusion's own.
