@@ -237,3 +237,19 @@ def test_show_create_table_of_a_table_pyiceberg_made(cur, catalog, schema):
     with pytest.raises(adbc_driver_manager.Error) as err:
         cur.execute(f"SHOW CREATE TABLE {schema}.no_such_table")
     assert "(NotFound;" in str(err.value) and "no_such_table' not found" in str(err.value)
+
+
+def test_show_tblproperties_and_partitions_read_the_metadata_tables(cur, catalog, schema):
+    cur.execute(f"CREATE TABLE {schema}.\"Parted t\" (v INT, d DATE) PARTITIONED BY (d) "
+                "TBLPROPERTIES ('my.key' = 'it''s')")
+    cur.execute(f"INSERT INTO {schema}.\"Parted t\" VALUES (1, DATE '2024-01-01'), (2, DATE '2024-01-02'), "
+                "(3, DATE '2024-01-02')")
+    properties = query(cur, f'SHOW TBLPROPERTIES {schema}."Parted t"').to_pylist()
+    assert {row["key"]: row["value"] for row in properties} == catalog.load_table((schema, "Parted t")).properties
+    assert {"key": "my.key", "value": "it's"} in properties
+    partitions = query(cur, f'SHOW PARTITIONS {schema}."Parted t"').to_pylist()
+    assert sorted((row["partition"]["d"].isoformat(), row["record_count"]) for row in partitions) == [
+        ("2024-01-01", 1), ("2024-01-02", 2)]
+    with pytest.raises(adbc_driver_manager.Error) as err:
+        cur.execute(f"SHOW PARTITIONS {schema}.no_such_table")
+    assert "(NotFound;" in str(err.value)

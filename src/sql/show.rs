@@ -1,7 +1,8 @@
 //! `SHOW TABLES [FROM | IN schema] [LIKE 'pattern']` and `SHOW SCHEMAS | DATABASES
 //! [LIKE 'pattern']`, as queries of `information_schema` (DataFusion plans only a bare
 //! `SHOW TABLES`). They list what the caller may read, as the information schema does,
-//! sorted by name.
+//! sorted by name. Spark's `SHOW TBLPROPERTIES t` and `SHOW PARTITIONS t` read the
+//! metadata tables `"t$properties"` and `"t$partitions"`.
 
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
@@ -9,8 +10,9 @@ use datafusion::sql::sqlparser::ast::{
     ShowStatementIn, ShowStatementOptions, Statement, Value,
 };
 
-use super::ddl::{parts, schema_name, unknown_catalog};
+use super::ddl::{normalize, parts, schema_name, unknown_catalog};
 use super::parse::{parse, sql_statement_mut};
+use super::quoted;
 use crate::error::{FloeError, Result};
 
 /// Replaces a `SHOW TABLES` or `SHOW SCHEMAS` of `catalog` by its query.
@@ -37,6 +39,10 @@ pub fn rewrite(statement: &mut DfStatement, catalog: &str) -> Result<()> {
             history: false,
             show_options,
         } => schemas(show_options, catalog)?,
+        Statement::ShowVariable { variable } => match metadata_listing(variable)? {
+            Some(query) => query,
+            None => return Ok(()),
+        },
         _ => return Ok(()),
     };
     *sql = Statement::Query(Box::new(query));
@@ -58,7 +64,7 @@ fn tables(options: &ShowStatementOptions, catalog: &str) -> Result<Query> {
         });
     }
     conditions.extend(name_filter(options, "table_name")?);
-    listing(
+    listing_query(
         "SELECT * FROM information_schema.tables ORDER BY table_schema, table_name",
         conditions,
     )
@@ -77,10 +83,35 @@ fn schemas(options: &ShowStatementOptions, catalog: &str) -> Result<Query> {
         }
     }
     conditions.extend(name_filter(options, "schema_name")?);
-    listing(
+    listing_query(
         "SELECT schema_name FROM information_schema.schemata ORDER BY schema_name",
         conditions,
     )
+}
+
+/// `SHOW TBLPROPERTIES t` / `SHOW PARTITIONS t` (the parser reads them as a variable
+/// named by their words), else `None`.
+fn metadata_listing(words: &[Ident]) -> Result<Option<Query>> {
+    let Some((what, [table @ .., name])) = words.split_first() else {
+        return Ok(None);
+    };
+    if what.quote_style.is_some() {
+        return Ok(None);
+    }
+    let (suffix, listing) = match what.value.to_lowercase().as_str() {
+        "tblproperties" => ("properties", "SELECT key, value FROM {} ORDER BY key"),
+        "partitions" => ("partitions", "SELECT * FROM {}"),
+        _ => return Ok(None),
+    };
+    let metadata_table = format!("{}${suffix}", normalize(name));
+    let parts: Vec<String> = table
+        .iter()
+        .map(normalize)
+        .chain([metadata_table])
+        .map(|part| quoted(&part))
+        .collect();
+    let query = listing.replace("{}", &parts.join("."));
+    listing_query(&query, Vec::new()).map(Some)
 }
 
 /// `LIKE 'pattern'` / `ILIKE 'pattern'` on the listed names; the other options are
@@ -128,7 +159,7 @@ fn name_filter(options: &ShowStatementOptions, name_column: &str) -> Result<Opti
 }
 
 /// `query` (a fixed listing) with `conditions` as its WHERE clause.
-fn listing(query: &str, conditions: Vec<Expr>) -> Result<Query> {
+fn listing_query(query: &str, conditions: Vec<Expr>) -> Result<Query> {
     let mut statement = parse(query)?;
     let Some(Statement::Query(query)) = sql_statement_mut(&mut statement).cloned() else {
         return Err(FloeError::internal("a listing query that is not a query"));
