@@ -82,6 +82,35 @@ def test_two_executors_share_the_files_and_read_each_once(cluster):
     assert sum(after.values()) - sum(reads.values()) == 1
 
 
+def test_a_grouped_subquery_used_twice_is_computed_once(cluster):
+    """TPC-H q15's shape: a WITH query joined and compared to its own maximum. Its rows
+    are computed by one job, so each file is read once, not once per use."""
+    server, executors = cluster
+    events_table(server, "twice", tags=3)
+    sql = (
+        "WITH per_tag AS (SELECT tag, count(*) AS n, sum(id) AS s FROM twice.events GROUP BY tag) "
+        "SELECT a.tag, a.s FROM per_tag a JOIN per_tag b ON a.tag = b.tag "
+        "WHERE a.n = (SELECT max(n) FROM per_tag) ORDER BY a.tag"
+    )
+    with server.connect() as conn, conn.cursor() as cur:
+        result = query(cur, sql).to_pylist()
+    # Files 0, 3, 6 have tag t0; 1, 4, 7 t1 (3 files each, the most); 2, 5 t2.
+    per_file = [sum(range(f * ROWS_PER_FILE, (f + 1) * ROWS_PER_FILE)) for f in range(FILES)]
+    assert result == [{"tag": "t0", "s": per_file[0] + per_file[3] + per_file[6]},
+                      {"tag": "t1", "s": per_file[1] + per_file[4] + per_file[7]}]
+    reads = Counter(f for e in executors for f in files_read(e))
+    assert len(reads) == FILES
+    assert set(reads.values()) == {1}, "every file read exactly once"
+
+    # A volatile subquery is computed where it is used, as written.
+    with server.connect() as conn, conn.cursor() as cur:
+        volatile = ("WITH r AS (SELECT tag, max(id) + 0 * random() AS m FROM twice.events GROUP BY tag) "
+                    "SELECT count(*) AS n FROM r a JOIN r b ON a.tag = b.tag")
+        assert query(cur, volatile).to_pylist() == [{"n": 3}]
+    again = Counter(f for e in executors for f in files_read(e))
+    assert set((again - reads).values()) == {2}
+
+
 def test_a_scan_of_many_files_reaches_executors_group_by_group(cluster, tmp_path):
     """Past 1,000 files a plan no longer lists them: each task fetches its own group
     from the coordinator. Every file is still read exactly once, by both executors."""

@@ -19,6 +19,7 @@ pub mod resolve;
 pub mod row_level;
 pub mod running;
 pub mod session;
+mod shared_subplans;
 mod show;
 mod show_create;
 mod small;
@@ -476,10 +477,19 @@ impl Engine {
         if let Some(stream) = self.run_if_small(&query).await? {
             return Ok(stream);
         }
-        self.cluster
-            .run_query(&query.ctx, &query.plan, schema, self.statement_timeout)
+        let started = std::time::Instant::now();
+        let computed = self
+            .with_shared_subquery_computed(&query)
             .await
-            .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e))
+            .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e))?;
+        let plan = computed.as_ref().unwrap_or(&query.plan);
+        let timeout = self
+            .statement_timeout
+            .map(|limit| limit.saturating_sub(started.elapsed()));
+        self.cluster
+            .run_query(&query.ctx, plan, schema, timeout)
+            .await
+            .map_err(|e| planning_failure(&query.ctx, plan, &query.catalog, e))
     }
 
     /// Runs `query` on the coordinator, without a job, if it is small (see `small`).
