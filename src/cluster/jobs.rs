@@ -56,16 +56,15 @@ impl Cluster {
     /// executors write are streamed while they are written; the others once the job
     /// is done. Returns when the first batch is there or the job ended, or with the
     /// job's error if it failed before; a query that loses an executor before that runs
-    /// once more. Past `timeout` (until the job ends) the job is cancelled and the
+    /// once more. Past `deadline` (until the job ends) the job is cancelled and the
     /// stream fails; dropping the stream cancels the job too.
     pub async fn run_query(
         &self,
         ctx: &Arc<SessionContext>,
         plan: &LogicalPlan,
         schema: SchemaRef,
-        timeout: Option<Duration>,
+        deadline: Option<Deadline>,
     ) -> Result<SendableRecordBatchStream> {
-        let deadline = timeout.map(|limit| (tokio::time::Instant::now() + limit, limit));
         let mut attempt = 1;
         loop {
             match self.start_query(ctx, plan, schema.clone(), deadline).await {
@@ -85,7 +84,7 @@ impl Cluster {
         ctx: &Arc<SessionContext>,
         plan: &LogicalPlan,
         schema: SchemaRef,
-        deadline: Option<(tokio::time::Instant, Duration)>,
+        deadline: Option<Deadline>,
     ) -> Result<SendableRecordBatchStream> {
         let job = self.submit(ctx, plan, "query").await?;
         let live = live::subscribe(&job.job_id);
@@ -460,7 +459,7 @@ struct ResultStream {
 }
 
 impl ResultStream {
-    async fn run(mut self, deadline: Option<(tokio::time::Instant, Duration)>) {
+    async fn run(mut self, deadline: Option<Deadline>) {
         let reader_gone = self.out.clone();
         let result = tokio::select! {
             result = self.send_all(deadline) => result,
@@ -480,7 +479,7 @@ impl ResultStream {
     }
 
     /// Sends the result; past `deadline` (checked until the job ends) fails.
-    async fn send_all(&mut self, deadline: Option<(tokio::time::Instant, Duration)>) -> Result<()> {
+    async fn send_all(&mut self, deadline: Option<Deadline>) -> Result<()> {
         // Partitions written by in-process executors are read as they are written, all
         // at once (they would otherwise spill to files while they wait).
         let mut reading = futures::stream::SelectAll::new();
@@ -511,7 +510,7 @@ impl ResultStream {
                 _ = executor_tick.tick() => watch.check(&self.cluster, &self.job.job_id).await?,
                 _ = statements::current_cancelled() => return Err(statements::killed()),
                 _ = sleep_until(deadline), if deadline.is_some() => {
-                    let limit = deadline.map(|(_, limit)| limit).unwrap_or_default();
+                    let limit = deadline.map(|d| d.limit).unwrap_or_default();
                     return Err(FloeError::statement_timeout(limit));
                 }
                 _ = tokio::time::sleep(resolve_delay), if self.final_stage.is_none() => {
@@ -630,9 +629,26 @@ impl ResultStream {
     }
 }
 
-async fn sleep_until(deadline: Option<(tokio::time::Instant, Duration)>) {
+/// When a statement must end, and the limit it was given (for the error).
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    at: tokio::time::Instant,
+    limit: Duration,
+}
+
+impl Deadline {
+    /// `limit` from now.
+    pub fn after(limit: Duration) -> Self {
+        Self {
+            at: tokio::time::Instant::now() + limit,
+            limit,
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Deadline>) {
     match deadline {
-        Some((at, _)) => tokio::time::sleep_until(at).await,
+        Some(Deadline { at, .. }) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

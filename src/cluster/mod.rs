@@ -40,7 +40,7 @@ use tokio::task::JoinHandle;
 
 pub use activity::TaskCounts;
 pub use executor::{ExecutorOptions, memory_share, run_executor};
-pub use jobs::failed_job_error;
+pub use jobs::{Deadline, failed_job_error};
 pub use shuffle_files::ShuffleCompression;
 
 use crate::catalog::DEFAULT_NAMESPACE;

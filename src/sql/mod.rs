@@ -53,7 +53,7 @@ use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
 use crate::auth::Access;
 use crate::catalog::DEFAULT_NAMESPACE;
 use crate::catalog::commit::FloeCatalog;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Deadline};
 use crate::error::{ErrorKind, FloeError, Result};
 use crate::ops::metrics::metrics;
 use crate::ops::statements::{Statements, note_tables};
@@ -477,17 +477,15 @@ impl Engine {
         if let Some(stream) = self.run_if_small(&query).await? {
             return Ok(stream);
         }
-        let started = std::time::Instant::now();
+        // One deadline for the statement's jobs.
+        let deadline = self.statement_timeout.map(Deadline::after);
         let computed = self
-            .with_shared_subquery_computed(&query)
+            .with_shared_subquery_computed(&query, deadline)
             .await
             .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e))?;
         let plan = computed.as_ref().unwrap_or(&query.plan);
-        let timeout = self
-            .statement_timeout
-            .map(|limit| limit.saturating_sub(started.elapsed()));
         self.cluster
-            .run_query(&query.ctx, plan, schema, timeout)
+            .run_query(&query.ctx, plan, schema, deadline)
             .await
             .map_err(|e| planning_failure(&query.ctx, plan, &query.catalog, e))
     }

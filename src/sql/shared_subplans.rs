@@ -19,6 +19,7 @@ use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder, SubqueryAlias};
 use futures::TryStreamExt;
 
 use super::{Engine, Query};
+use crate::cluster::Deadline;
 use crate::error::Result;
 
 /// Rows of a shared subquery kept in memory at most (they are shipped in each task's
@@ -31,6 +32,7 @@ impl Engine {
     pub(super) async fn with_shared_subquery_computed(
         &self,
         query: &Query,
+        deadline: Option<Deadline>,
     ) -> Result<Option<LogicalPlan>> {
         if matches!(query.plan, LogicalPlan::Explain(_)) {
             return Ok(None);
@@ -44,12 +46,7 @@ impl Engine {
         let schema = Arc::new(alias.input.schema().as_arrow().clone());
         let stream = self
             .cluster
-            .run_query(
-                &query.ctx,
-                &alias.input,
-                schema.clone(),
-                self.statement_timeout,
-            )
+            .run_query(&query.ctx, &alias.input, schema.clone(), deadline)
             .await?;
         let Some(batches) = collect_at_most(stream, MAX_BYTES).await? else {
             tracing::debug!(
