@@ -47,6 +47,10 @@ def test_use_sets_the_schema_of_the_connections_session(server, cur, schema):
         assert conn.adbc_current_db_schema == schema
         c.execute("USE floe.default")
         assert query(c, "SELECT current_schema() AS s").to_pylist() == [{"s": "default"}]
+        c.execute(f"USE SCHEMA {schema}")  # Spark's and Snowflake's forms
+        assert query(c, "SELECT current_schema() AS s").to_pylist() == [{"s": schema}]
+        c.execute("USE DATABASE default")
+        assert query(c, "SELECT current_schema() AS s").to_pylist() == [{"s": "default"}]
         c.execute(f"USE {schema}")
         for refused, code in [("USE no_such_schema", "NotFound"), (f"USE elsewhere.{schema}", "NotFound"),
                               ("USE a.b.c", "InvalidArgument")]:

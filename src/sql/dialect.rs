@@ -24,7 +24,7 @@
 use std::any::TypeId;
 
 use datafusion::sql::sqlparser::ast::{
-    CommentDef, CreateTable, CreateTableOptions, Expr, SqlOption, Statement,
+    CommentDef, CreateTable, CreateTableOptions, Expr, SqlOption, Statement, Use,
 };
 use datafusion::sql::sqlparser::dialect::{Dialect, GenericDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -134,6 +134,9 @@ impl Dialect for FloeDialect {
     );
 
     fn parse_statement(&self, parser: &mut Parser) -> Option<Result<Statement, ParserError>> {
+        if let Some(use_statement) = parse_use_schema(parser) {
+            return Some(use_statement);
+        }
         let start = parser.index();
         let header = create_table_header(parser)?;
         match parse_create_table(parser, header) {
@@ -155,6 +158,33 @@ pub fn partition_fields(create: &CreateTable) -> &[Expr] {
         Some(field) => std::slice::from_ref(field),
         None => &[],
     }
+}
+
+/// `USE SCHEMA s` / `USE DATABASE s` (Spark, Databricks, Snowflake), which the generic
+/// dialect reads as `USE` of a schema named `schema`; `None` (nothing consumed) for
+/// any other statement.
+fn parse_use_schema(parser: &mut Parser) -> Option<Result<Statement, ParserError>> {
+    let keyword = |n: usize| match parser.peek_nth_token_ref(n).token {
+        Token::Word(ref word) if word.quote_style.is_none() => Some(word.keyword),
+        _ => None,
+    };
+    if keyword(0) != Some(Keyword::USE)
+        || !matches!(parser.peek_nth_token_ref(2).token, Token::Word(_))
+    {
+        return None;
+    }
+    let form = match keyword(1)? {
+        Keyword::SCHEMA => Use::Schema,
+        Keyword::DATABASE => Use::Database,
+        _ => return None,
+    };
+    parser.next_token();
+    parser.next_token();
+    Some(
+        parser
+            .parse_object_name(false)
+            .map(|name| Statement::Use(form(name))),
+    )
 }
 
 struct Header {

@@ -33,10 +33,10 @@ pub trait SessionSchema: Send + Sync + std::fmt::Debug {
 }
 
 impl Engine {
-    /// `USE schema` (or `USE catalog.schema`): the caller's session takes the schema,
+    /// `USE [SCHEMA | DATABASE] schema` (or `catalog.schema`): the caller's session takes the schema,
     /// which must exist and be readable by them.
     pub(super) async fn use_schema(&self, caller: &Caller, statement: &Use) -> Result<()> {
-        let Use::Object(name) = statement else {
+        let (Use::Object(name) | Use::Schema(name) | Use::Database(name)) = statement else {
             return Err(FloeError::unimplemented(format!(
                 "{statement} is not supported"
             )));
