@@ -15,7 +15,8 @@ use super::parse::{parse, sql_statement_mut};
 use super::quoted;
 use crate::error::{FloeError, Result};
 
-/// Replaces a `SHOW TABLES` or `SHOW SCHEMAS` of `catalog` by its query.
+/// Replaces a `SHOW TABLES`, `SHOW SCHEMAS`, `SHOW TBLPROPERTIES` or `SHOW PARTITIONS`
+/// (of `catalog`) by its query.
 pub fn rewrite(statement: &mut DfStatement, catalog: &str) -> Result<()> {
     let Some(sql) = sql_statement_mut(statement) else {
         return Ok(());
