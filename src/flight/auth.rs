@@ -3,8 +3,7 @@
 //! caller it names travels to the handlers in the request's extensions. Handshake logs
 //! in (`FloeFlightService::do_handshake`).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use tonic::body::Body;
@@ -57,10 +56,9 @@ where
         let mut opened = None;
         if request.uri().path() != HANDSHAKE_PATH {
             match self.identify(request.headers()) {
-                Ok(mut identity) => {
+                Ok(identity) => {
                     if identity.session_id.is_none() {
                         let session = NewSession::default();
-                        identity.session_id = Some(session.id.clone());
                         request.extensions_mut().insert(session.clone());
                         opened = Some((session, identity.clone()));
                     }
@@ -76,8 +74,9 @@ where
         let authenticator = self.authenticator.clone();
         Box::pin(async move {
             let mut response = response.await?;
-            if let Some((session, identity)) = opened.filter(|(session, _)| session.is_kept())
-                && let Err(status) = hand_over(&mut response, &authenticator, &identity, &session)
+            if let Some((session, identity)) = opened
+                && let Some(id) = session.id.get()
+                && let Err(status) = hand_over(&mut response, &authenticator, &identity, id)
             {
                 return Ok(status.into_http());
             }
@@ -86,32 +85,19 @@ where
     }
 }
 
-/// The session id given to a call that came without one. A handler that keeps a
-/// session under it calls [`NewSession::keep`]; the response then hands the id to the
-/// client, as the session cookie and inside a new bearer token (for clients without
-/// cookies), so that its next calls belong to the session.
-#[derive(Clone)]
+/// The session a call that came without one may open. A handler that keeps a session
+/// for the caller takes its id from [`NewSession::open`]; the response then hands the id
+/// to the client, as the session cookie and inside a new bearer token (for clients
+/// without cookies), so that its next calls belong to the session.
+#[derive(Clone, Default)]
 pub struct NewSession {
-    id: String,
-    kept: Arc<AtomicBool>,
-}
-
-impl Default for NewSession {
-    fn default() -> Self {
-        Self {
-            id: new_session_id(),
-            kept: Arc::default(),
-        }
-    }
+    id: Arc<OnceLock<String>>,
 }
 
 impl NewSession {
-    pub fn keep(&self) {
-        self.kept.store(true, Ordering::Relaxed);
-    }
-
-    fn is_kept(&self) -> bool {
-        self.kept.load(Ordering::Relaxed)
+    /// The new session's id (made on the first call).
+    pub fn open(&self) -> String {
+        self.id.get_or_init(new_session_id).clone()
     }
 }
 
@@ -119,10 +105,10 @@ fn hand_over(
     response: &mut Response<Body>,
     authenticator: &Authenticator,
     identity: &Identity,
-    session: &NewSession,
+    session_id: &str,
 ) -> Result<(), tonic::Status> {
     let token = authenticator
-        .session_token(identity, &session.id)
+        .session_token(identity, session_id)
         .map_err(super::status)?;
     let header = |value: String| {
         HeaderValue::try_from(value)
@@ -130,7 +116,7 @@ fn hand_over(
     };
     let headers = response.headers_mut();
     headers.insert("authorization", header(format!("Bearer {token}"))?);
-    let cookie = format!("{SESSION_COOKIE}={}; HttpOnly", session.id);
+    let cookie = format!("{SESSION_COOKIE}={session_id}; HttpOnly");
     headers.insert("set-cookie", header(cookie)?);
     Ok(())
 }

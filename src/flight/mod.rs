@@ -54,7 +54,6 @@ use crate::error::FloeError;
 pub use crate::error::status;
 use crate::ops::statements::{self, Running};
 use crate::sql::ingest::{IfExists, IfMissing, IngestTarget};
-use crate::sql::session::SessionSchema;
 use crate::sql::{Caller, Engine, Outcome, StatementKind};
 use auth::NewSession;
 use prepared::PreparedStatements;
@@ -104,15 +103,11 @@ impl FloeFlightService {
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
         let identity = self.identity(request)?;
         let new_session = request.extensions().get::<NewSession>().cloned();
-        let session = identity.session_id.as_ref().map(|id| {
-            let (sessions, identity) = (self.sessions.clone(), identity.clone());
-            let handle = SessionHandle::new(sessions, id.clone(), identity, new_session);
-            Arc::new(handle) as Arc<dyn SessionSchema>
-        });
+        let session = SessionHandle::new(self.sessions.clone(), identity.clone(), new_session);
         Ok(Caller {
             access: identity.access.clone(),
             schema: self.sessions.schema(identity),
-            session,
+            session: Some(Arc::new(session)),
         })
     }
 

@@ -1,8 +1,8 @@
 //! Flight sessions (SetSessionOptions, GetSessionOptions, CloseSession): per-client
 //! state that outlives one call. A session is named by the `arrow_flight_session_id`
 //! cookie or, for clients without cookies, by the `sid` of the caller's bearer token; a
-//! call with neither gets a new id, handed to the client if the call keeps a session
-//! (`auth::NewSession`). SQL's `USE` sets the schema through [`SessionHandle`].
+//! call with neither may open one (`auth::NewSession`), whose id its response hands to
+//! the client. SQL's `USE` sets the schema through [`SessionHandle`].
 //! Options: `catalog` (Floe serves one) and `schema` (where unqualified table names
 //! are; ADBC's current db_schema, JDBC's `schema`).
 
@@ -19,6 +19,7 @@ use super::store::Store;
 use super::{DoActionStream, action_result, status};
 use crate::auth::Identity;
 use crate::catalog::DEFAULT_NAMESPACE;
+use crate::error::FloeError;
 use crate::sql::session::SessionSchema;
 
 pub const SET_SESSION_OPTIONS: &str = "SetSessionOptions";
@@ -79,22 +80,19 @@ impl Sessions {
 /// One caller's session, as the SQL layer sets its schema (`USE`).
 pub struct SessionHandle {
     sessions: Arc<Sessions>,
-    id: String,
     identity: Identity,
-    /// Set when the call came without a session: the id is new.
+    /// The session to open if the caller has none.
     new_session: Option<NewSession>,
 }
 
 impl SessionHandle {
     pub fn new(
         sessions: Arc<Sessions>,
-        id: String,
         identity: Identity,
         new_session: Option<NewSession>,
     ) -> Self {
         Self {
             sessions,
-            id,
             identity,
             new_session,
         }
@@ -103,14 +101,20 @@ impl SessionHandle {
 
 impl SessionSchema for SessionHandle {
     fn set(&self, schema: String) -> crate::error::Result<()> {
-        let mut session = self.sessions.get(&self.id, &self.identity);
+        let id = session_id(&self.identity, self.new_session.as_ref())
+            .ok_or_else(|| FloeError::internal("a call without a session"))?;
+        let mut session = self.sessions.get(&id, &self.identity);
         session.schema = Some(schema);
-        self.sessions.put(&self.id, &self.identity, session)?;
-        if let Some(new_session) = &self.new_session {
-            new_session.keep();
-        }
-        Ok(())
+        self.sessions.put(&id, &self.identity, session)
     }
+}
+
+/// The caller's session id: theirs, else that of the session the call opens.
+fn session_id(identity: &Identity, new_session: Option<&NewSession>) -> Option<String> {
+    identity
+        .session_id
+        .clone()
+        .or_else(|| new_session.map(NewSession::open))
 }
 
 /// Names the session's user only: its id opens it.
@@ -208,11 +212,9 @@ impl super::FloeFlightService {
         let options = proto::SetSessionOptionsRequest::decode(request.get_ref().body.clone())
             .map_err(|e| Status::invalid_argument(format!("{SET_SESSION_OPTIONS}: {e}")))?
             .session_options;
-        let new_session = request.extensions().get::<NewSession>().cloned();
-        let id = identity
-            .session_id
-            .clone()
-            .ok_or_else(|| Status::internal("a call without a session id"))?;
+        let new_session = request.extensions().get::<NewSession>();
+        let id = session_id(&identity, new_session)
+            .ok_or_else(|| Status::internal("a call without a session"))?;
         let mut session = self.sessions.get(&id, &identity);
         let mut errors = HashMap::new();
         for (name, value) in options {
@@ -224,9 +226,6 @@ impl super::FloeFlightService {
             }
         }
         self.sessions.put(&id, &identity, session).map_err(status)?;
-        if let Some(new_session) = new_session {
-            new_session.keep();
-        }
         let result = proto::SetSessionOptionsResult { errors };
         let response = action_result(result.encode_to_vec());
         Ok(response)
