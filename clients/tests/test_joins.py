@@ -55,6 +55,16 @@ QUERIES = {
                                           "ON b1.v = b2.v AND b2.k < 100 JOIN small s ON s.k = b1.k GROUP BY s.v",
     "a side that does not shrink joined over an inner join": f"SELECT count(*), sum(b3.v) {PAIRS} "
                                                              "JOIN big b3 ON b3.k = b1.k",
+    # A grouped subquery used twice is computed once (src/sql/shared_subplans.rs) ...
+    "repeated subquery, quoted name": "WITH \"it's \"\"g\"\"\" AS (SELECT v, count(*) AS n FROM big GROUP BY v) "
+                                      "SELECT a.v, a.n + b.n FROM \"it's \"\"g\"\"\" a "
+                                      "JOIN \"it's \"\"g\"\"\" b ON a.v = b.v",
+    "repeated subquery with no rows": "WITH g AS (SELECT k, count(*) AS n FROM big WHERE v < 0 GROUP BY k) "
+                                      "SELECT count(*) FROM g a JOIN g b ON a.k = b.k",
+    # ... unless its rows pass 2 MiB (600,000 groups): then once per use, as planned.
+    "repeated subquery too large to keep": "WITH g AS (SELECT k, count(*) AS n FROM many GROUP BY k) "
+                                           "SELECT count(*), sum(a.k) FROM g a JOIN g b ON a.k = b.k "
+                                           "WHERE a.n = (SELECT max(n) FROM g)",
     "aggregate reduced: correlated subquery": "SELECT s.k, s.v FROM small s WHERE s.v < "
                                               "(SELECT sum(b.v) + 20 FROM many b WHERE b.k = s.k)",
     "aggregate reduced: grouped subquery joined": "SELECT s.k, g.n, g.total FROM small s JOIN "
