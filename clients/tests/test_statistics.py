@@ -6,6 +6,7 @@ Within a file, its page index lets a selective filter skip the pages it rules ou
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from conftest import metric, query
 
@@ -131,3 +132,33 @@ def bytes_read(cur, sql):
     plan = "\n".join(query(cur, f"EXPLAIN ANALYZE {sql}")["plan"].to_pylist())
     scan = next(line for line in plan.splitlines() if "IcebergScanExec" in line)
     return metric(scan, "bytes_read")
+
+
+def test_the_reader_filters_rows_itself_only_for_selective_filters(cur, schema):
+    """A filter estimated (from the manifests' bounds) to keep at most 2% of the rows is
+    applied by the Parquet reader, which then decodes the other columns of the kept rows
+    only; a broader one is applied after reading, which is cheaper when most rows pass.
+    The table property `read.parquet.row-filter` overrides the estimate; the answers are
+    the same either way."""
+    table = f"{schema}.rf"
+    cur.execute(f"CREATE TABLE {table} AS SELECT value AS id, value % 7 AS k, "
+                f"'row ' || value AS s FROM generate_series(1, 10000)")
+    selective = f"SELECT s FROM {table} WHERE id BETWEEN 100 AND 199 AND k = 3"
+    broad = f"SELECT s FROM {table} WHERE id > 500"
+
+    def reader_filters(sql):
+        scan = next(line for line in physical_plan(cur, sql).splitlines() if "IcebergScanExec" in line)
+        return "predicate=" in scan
+
+    def answers():
+        return [sorted(r["s"] for r in query(cur, sql).to_pylist()) for sql in (selective, broad)]
+
+    expected = answers()
+    assert len(expected[0]) == 15 and len(expected[1]) == 9500
+    assert reader_filters(selective) and not reader_filters(broad)
+    for setting, both in (("always", True), ("never", False)):
+        cur.execute(f"ALTER TABLE {table} SET TBLPROPERTIES ('read.parquet.row-filter' = '{setting}')")
+        assert reader_filters(selective) == both and reader_filters(broad) == both, setting
+        assert answers() == expected, setting
+    with pytest.raises(Exception, match="read.parquet.row-filter: 'sometimes' is not auto"):
+        cur.execute(f"ALTER TABLE {table} SET TBLPROPERTIES ('read.parquet.row-filter' = 'sometimes')")

@@ -14,6 +14,7 @@ pub mod overwrite;
 pub mod position_deletes;
 pub mod provider;
 pub mod replace;
+pub mod row_filter;
 pub mod scan;
 pub mod staged_scan;
 pub mod staging;

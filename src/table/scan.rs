@@ -33,7 +33,7 @@ use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use iceberg::arrow::{ArrowReader, ArrowReaderBuilder, ScanResult};
 use iceberg::expr::Bind;
-use iceberg::expr::BoundPredicate;
+use iceberg::expr::{BoundPredicate, Predicate};
 use iceberg::scan::{FileScanTask, FileScanTaskStream};
 use iceberg::spec::{
     DataFileFormat, NameMapping, Schema, SchemaRef as IcebergSchemaRef, Transform,
@@ -41,8 +41,9 @@ use iceberg::spec::{
 use iceberg::table::Table;
 
 use super::constants;
-use super::filter::{Columns, filters_to_predicate};
+use super::filter::{Columns, filters_to_predicate, to_predicate};
 use super::nested::{fit_reshaped, in_file_shapes, reshaped_fields};
+use super::row_filter::RowFilter;
 use super::{projected_arrow_schema, projected_id_schema};
 use super::{statistics, warm};
 use crate::arrow_compat::conform_batch;
@@ -248,6 +249,13 @@ impl IcebergScanExec {
         })
     }
 
+    /// The same scan with the reader filtering no rows (see [`super::row_filter`]).
+    fn without_read_predicate(self) -> Result<Self> {
+        let mut parts = self.parts;
+        parts.predicate = None;
+        Self::with_groups(parts, self.scan_id, self.groups)
+    }
+
     /// How many file tasks the scan reads, where its plan lists them.
     pub fn task_count(&self) -> Option<usize> {
         self.groups
@@ -371,15 +379,16 @@ pub async fn plan_scan(
     // so a name can never resolve to a different field than the SQL meant (a renamed
     // or re-added column binds by the current name to its current field id).
     let same_schema = snapshot_schema.schema_id() == schema.schema_id();
-    let (predicate, read_predicate) = if same_schema {
+    let (predicate, read_filters) = if same_schema {
         let columns = || Columns::new(&schema, metadata.schemas_iter().map(|s| s.as_ref()));
         let read_columns = columns().excluding(filled_without_file(metadata, &schema));
-        (
-            filters_to_predicate(filters, &columns()),
-            filters_to_predicate(filters, &read_columns),
-        )
+        let read_filters: Vec<(Expr, Predicate)> = filters
+            .iter()
+            .filter_map(|f| Some((f.clone(), to_predicate(f, &read_columns)?)))
+            .collect();
+        (filters_to_predicate(filters, &columns()), read_filters)
     } else {
-        (None, None)
+        (None, Vec::new())
     };
     let select: Vec<String> = parts
         .project_field_ids
@@ -425,14 +434,41 @@ pub async fn plan_scan(
         // Positions count every row of the whole file.
         tasks.iter_mut().for_each(|task| task.deletes.clear());
     } else {
-        parts.predicate = read_predicate
+        parts.predicate = read_filters
+            .iter()
+            .map(|(_, p)| p.clone())
+            .reduce(Predicate::and)
             .map(|p| p.bind(schema.clone(), parts.case_sensitive))
             .transpose()?;
         tasks = split.split(tasks);
     }
     let groups = group_tasks(tasks, target_partitions, split.open_file_cost);
     let mut scan = IcebergScanExec::try_new(parts, groups)?;
-    let statistics = statistics::column_statistics(
+    let mut statistics = scan_statistics(table, snapshot, &scan).await?;
+    if scan.parts.predicate.is_some() {
+        let read_filters: Vec<Expr> = read_filters.into_iter().map(|(f, _)| f).collect();
+        // Tables other writers made may hold any value: those read as `auto`.
+        let row_filter = RowFilter::of(metadata.properties()).unwrap_or(RowFilter::Auto);
+        if !row_filter.wanted(&read_filters, &scan.read_schema, &statistics.columns) {
+            scan = scan.without_read_predicate()?;
+            if scan.reads_all_rows {
+                // Its counts and bounds are exact now.
+                statistics = scan_statistics(table, snapshot, &scan).await?;
+            }
+        }
+    }
+    scan.column_statistics = Some(statistics.columns);
+    scan.column_bytes = statistics.column_bytes;
+    Ok(scan)
+}
+
+/// The statistics of `scan`'s columns over its files.
+async fn scan_statistics(
+    table: &Table,
+    snapshot: &iceberg::spec::Snapshot,
+    scan: &IcebergScanExec,
+) -> Result<statistics::ScanStatistics> {
+    statistics::column_statistics(
         table,
         snapshot,
         scan.groups.listed().unwrap_or_default().iter().flatten(),
@@ -440,10 +476,7 @@ pub async fn plan_scan(
         &scan.output_schema,
         scan.reads_all_rows,
     )
-    .await?;
-    scan.column_statistics = Some(statistics.columns);
-    scan.column_bytes = statistics.column_bytes;
-    Ok(scan)
+    .await
 }
 
 /// Floe reads Parquet data files with Parquet position and equality deletes; anything

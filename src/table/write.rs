@@ -520,6 +520,7 @@ pub fn check_write_properties(properties: &HashMap<String, String>) -> Result<()
     merge_on_read(properties, UPDATE_MODE)?;
     merge_on_read(properties, MERGE_MODE)?;
     target_file_size(properties)?;
+    super::row_filter::RowFilter::of(properties)?;
     Ok(())
 }
 
