@@ -13,6 +13,7 @@ mod coordinator_service;
 mod engine;
 mod executor;
 mod explain;
+mod filter_estimates;
 mod jobs;
 mod join_order;
 mod joins;

@@ -16,6 +16,7 @@ pub mod provider;
 pub mod replace;
 pub mod row_filter;
 pub mod scan;
+pub mod selectivity;
 pub mod staged_scan;
 pub mod staging;
 pub mod statistics;

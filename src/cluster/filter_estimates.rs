@@ -1,0 +1,86 @@
+//! Filters' row estimates for join planning, from the bounds their inputs' statistics
+//! give (see [`crate::table::selectivity`]).
+//!
+//! DataFusion takes 20% of a filter's input rows for any filter its interval arithmetic
+//! cannot cover, which is any filter on a date, a decimal or a string. In TPC-H q12
+//! lineitem's 6 M rows filtered to one year of receipt dates and two ship modes (31,000
+//! rows) were taken as 1.2 M, so orders was shuffled to join them instead of the few
+//! lineitem rows being broadcast. This rule, run before DataFusion's join selection, gives
+//! each such filter its own estimate as the filter's default selectivity: what the
+//! bounds tell (ranges of dates, decimals, numbers), times DataFusion's 20% for each
+//! condition they cannot tell (an equality on a string, a `LIKE`; an `IN` list 20% per
+//! value), those guesses together no less than 5%.
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::config::ConfigOptions;
+use datafusion::error::Result;
+use datafusion::physical_expr::intervals::utils::check_support;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
+
+use crate::table::selectivity::{Guesses, estimated_selectivity};
+
+/// For join planning a guess errs on the side of many rows: an equality on a string
+/// keeps as many as DataFusion assumes of a whole filter (a status column's value may
+/// well hold half of them).
+const JOIN_GUESSES: Guesses = Guesses {
+    equality: 0.2,
+    floor: 0.05,
+};
+
+/// Sets the default selectivity of each filter DataFusion cannot estimate itself.
+#[derive(Debug)]
+pub struct FilterEstimates;
+
+impl PhysicalOptimizerRule for FilterEstimates {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            let Some(filter) = node.as_any().downcast_ref::<FilterExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            Ok(match estimated_percent(filter)? {
+                Some(percent) if percent != filter.default_selectivity() => {
+                    let estimated = FilterExecBuilder::from(filter)
+                        .with_default_selectivity(percent)
+                        .build()?;
+                    Transformed::yes(Arc::new(estimated) as Arc<dyn ExecutionPlan>)
+                }
+                _ => Transformed::no(node),
+            })
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "floe_filter_estimates"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// `filter`'s estimated share of its input's rows in whole percent (at least 1), where
+/// DataFusion would fall back to its default.
+fn estimated_percent(filter: &FilterExec) -> Result<Option<u8>> {
+    let input = filter.input();
+    let schema = input.schema();
+    if check_support(filter.predicate(), &schema) {
+        return Ok(None);
+    }
+    let statistics = input.partition_statistics(None)?;
+    let share = estimated_selectivity(
+        filter.predicate(),
+        &schema,
+        &statistics.column_statistics,
+        JOIN_GUESSES,
+    );
+    Ok(Some((share * 100.0).round().clamp(1.0, 100.0) as u8))
+}
