@@ -5,9 +5,9 @@
 //! decodes the predicate's columns, evaluates it, then decodes the other columns for the
 //! rows it kept only. That pays when few rows are kept (a lookup) and costs when many
 //! are: a filter keeping 15% of lineitem took 304 ms of CPU with the row filter and
-//! 227 ms without (`benches/row_filter.py`). The filters are applied above the scan anyway (pushdown is
-//! `Inexact`), and files are pruned by them at planning either way, so by default the
-//! reader gets them only when they are estimated to keep at most
+//! 227 ms without (`benches/row_filter.py`). The filters are applied above the scan
+//! anyway (pushdown is `Inexact`), and files are pruned by them at planning either way,
+//! so by default the reader gets them only when they are estimated to keep at most
 //! [`MAX_READER_SELECTIVITY`] of the rows. The table property [`ROW_FILTER`] overrides
 //! that.
 
@@ -98,8 +98,10 @@ fn estimated_selectivity(
     let filter = filters
         .iter()
         .map(unqualified)
-        .reduce(|a, b| Ok(a?.and(b?)))?
-        .ok()?;
+        .collect::<datafusion::common::Result<Vec<_>>>()
+        .ok()?
+        .into_iter()
+        .reduce(Expr::and)?;
     let df_schema = DFSchema::try_from(schema.clone()).ok()?;
     let predicate = create_physical_expr(&filter, &df_schema, &ExecutionProps::new()).ok()?;
     Some(selectivity::estimated_selectivity(
