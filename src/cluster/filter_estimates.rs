@@ -21,15 +21,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 
-use crate::table::selectivity::{Guesses, estimated_selectivity};
-
-/// For join planning a guess errs on the side of many rows: an equality on a string
-/// keeps as many as DataFusion assumes of a whole filter (a status column's value may
-/// well hold half of them).
-const JOIN_GUESSES: Guesses = Guesses {
-    equality: 0.2,
-    floor: 0.05,
-};
+use crate::table::selectivity::estimated_selectivity;
 
 /// Sets the default selectivity of each filter DataFusion cannot estimate itself.
 #[derive(Debug)]
@@ -76,11 +68,6 @@ fn estimated_percent(filter: &FilterExec) -> Result<Option<u8>> {
         return Ok(None);
     }
     let statistics = input.partition_statistics(None)?;
-    let share = estimated_selectivity(
-        filter.predicate(),
-        &schema,
-        &statistics.column_statistics,
-        JOIN_GUESSES,
-    );
+    let share = estimated_selectivity(filter.predicate(), &schema, &statistics.column_statistics);
     Ok(Some((share * 100.0).round().clamp(1.0, 100.0) as u8))
 }

@@ -21,7 +21,7 @@ use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::create_physical_expr;
 
-use super::selectivity::{self, Guesses};
+use super::selectivity;
 
 use crate::error::{FloeError, Result};
 
@@ -69,13 +69,6 @@ impl RowFilter {
     }
 }
 
-/// For the reader, a filter's unknowns are taken as selective: `name = 'x'` is a
-/// lookup more often than not.
-const READER_GUESSES: Guesses = Guesses {
-    equality: 0.005,
-    floor: 0.0,
-};
-
 /// The share of rows estimated to pass all of `filters`, over columns of `schema` with
 /// statistics `columns`; `None` where they cannot be planned over the scan's columns.
 fn estimated_selectivity(
@@ -105,10 +98,7 @@ fn estimated_selectivity(
     let df_schema = DFSchema::try_from(schema.clone()).ok()?;
     let predicate = create_physical_expr(&filter, &df_schema, &ExecutionProps::new()).ok()?;
     Some(selectivity::estimated_selectivity(
-        &predicate,
-        schema,
-        columns,
-        READER_GUESSES,
+        &predicate, schema, columns,
     ))
 }
 

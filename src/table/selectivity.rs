@@ -18,16 +18,13 @@ use datafusion::physical_expr::expressions::{
 };
 use datafusion::physical_expr::{PhysicalExpr, split_conjunction};
 
-/// What is assumed where the statistics say nothing.
-#[derive(Clone, Copy, Debug)]
-pub struct Guesses {
-    /// The share of rows `column = value` keeps (of a string column, say).
-    pub equality: f64,
-    /// The least share the guessed conditions together keep: many guesses multiplied
-    /// would claim more than any of them knows.
-    pub floor: f64,
-}
-
+/// The share of rows `column = value` keeps where the bounds do not tell (a string
+/// column's: a status column's value may well hold half of them, a name's one row), as
+/// DataFusion assumes of a whole filter.
+const EQUALITY: f64 = 0.2;
+/// The least share the guessed conditions of a filter keep together: guesses multiplied
+/// would claim more than any of them knows.
+const GUESSED_AT_LEAST: f64 = 0.05;
 /// The share of rows another condition keeps where nothing better is known (as
 /// DataFusion assumes for a whole filter).
 const OTHER: f64 = 0.2;
@@ -40,10 +37,9 @@ pub fn estimated_selectivity(
     predicate: &Arc<dyn PhysicalExpr>,
     schema: &Schema,
     columns: &[ColumnStatistics],
-    guesses: Guesses,
 ) -> f64 {
     let mut ranges: HashMap<usize, (Bounds, Range)> = HashMap::new();
-    let mut guessed = 1.0;
+    let (mut known, mut guessed) = (1.0, 1.0);
     for condition in split_conjunction(predicate) {
         let bounded = compared(condition).and_then(|(column, op, value)| {
             let bounds = Bounds::of(column, value, schema, columns)?;
@@ -58,41 +54,42 @@ pub fn estimated_selectivity(
                 let (_, range) = ranges.entry(index).or_insert((bounds, bounds.all()));
                 range.narrow(op, bounds.value);
             }
-            Some((_, Operator::Eq, bounds)) => guessed *= bounds.one_value(guesses),
-            _ => guessed *= guess(condition, guesses),
+            Some((_, Operator::Eq, bounds)) => match bounds.one_value() {
+                Some(share) => known *= share,
+                None => guessed *= EQUALITY,
+            },
+            _ => guessed *= guess(condition),
         }
     }
-    let known: f64 = ranges.values().map(|(b, r)| b.share_of(*r)).product();
-    known * guessed.max(guesses.floor).min(1.0)
+    let ranged: f64 = ranges.values().map(|(b, r)| b.share_of(*r)).product();
+    known * ranged * guessed.clamp(GUESSED_AT_LEAST, 1.0)
 }
 
 /// A condition's share where the column bounds do not tell it.
-fn guess(condition: &Arc<dyn PhysicalExpr>, guesses: Guesses) -> f64 {
+fn guess(condition: &Arc<dyn PhysicalExpr>) -> f64 {
     let any = condition.as_any();
     if let Some(binary) = any.downcast_ref::<BinaryExpr>() {
         return match binary.op() {
-            Operator::And => guess(binary.left(), guesses) * guess(binary.right(), guesses),
-            Operator::Or => {
-                (guess(binary.left(), guesses) + guess(binary.right(), guesses)).min(1.0)
-            }
-            Operator::Eq => guesses.equality,
-            Operator::NotEq => 1.0 - guesses.equality,
+            Operator::And => guess(binary.left()) * guess(binary.right()),
+            Operator::Or => (guess(binary.left()) + guess(binary.right())).min(1.0),
+            Operator::Eq => EQUALITY,
+            Operator::NotEq => 1.0 - EQUALITY,
             Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq => RANGE,
             _ => OTHER,
         };
     }
     if let Some(list) = any.downcast_ref::<InListExpr>() {
-        let some = (list.list().len() as f64 * guesses.equality).min(1.0);
+        let some = (list.list().len() as f64 * EQUALITY).min(1.0);
         return if list.negated() { 1.0 - some } else { some };
     }
     if let Some(like) = any.downcast_ref::<LikeExpr>() {
         return if like.negated() { 1.0 - OTHER } else { OTHER };
     }
     if let Some(not) = any.downcast_ref::<NotExpr>() {
-        return 1.0 - guess(not.arg(), guesses);
+        return 1.0 - guess(not.arg());
     }
     if any.is::<IsNullExpr>() {
-        return guesses.equality;
+        return EQUALITY;
     }
     if any.is::<IsNotNullExpr>() {
         return 1.0;
@@ -178,14 +175,15 @@ impl Bounds {
         }
     }
 
-    /// The share `column = value` keeps.
-    fn one_value(&self, guesses: Guesses) -> f64 {
+    /// The share `column = value` keeps, where the bounds tell it: none outside them,
+    /// one of the values a range of whole numbers holds.
+    fn one_value(&self) -> Option<f64> {
         if self.value < self.min || self.value > self.max {
-            0.0
+            Some(0.0)
         } else if self.whole {
-            1.0 / (self.max - self.min + 1.0)
+            Some(1.0 / (self.max - self.min + 1.0))
         } else {
-            guesses.equality
+            None
         }
     }
 }
@@ -235,12 +233,7 @@ mod tests {
     use datafusion::logical_expr::{Expr, col, lit};
     use datafusion::physical_expr::create_physical_expr;
 
-    const GUESSES: Guesses = Guesses {
-        equality: 0.005,
-        floor: 0.0,
-    };
-
-    fn estimate(filter: Expr, floor: f64) -> f64 {
+    fn estimate(filter: Expr) -> f64 {
         let schema = Schema::new(vec![
             Field::new("day", DataType::Int32, false),
             Field::new("name", DataType::Utf8, false),
@@ -256,7 +249,7 @@ mod tests {
         let df_schema = DFSchema::try_from(schema.clone()).expect("schema");
         let predicate =
             create_physical_expr(&filter, &df_schema, &ExecutionProps::new()).expect("expr");
-        estimated_selectivity(&predicate, &schema, &stats, Guesses { floor, ..GUESSES })
+        estimated_selectivity(&predicate, &schema, &stats)
     }
 
     fn near(a: f64, b: f64) -> bool {
@@ -266,30 +259,30 @@ mod tests {
     #[test]
     fn ranges_on_one_column_are_intersected() {
         let range = col("day").gt_eq(lit(100)).and(col("day").lt(lit(110)));
-        assert!(near(estimate(range, 0.0), 0.01));
-        assert!(estimate(col("day").lt_eq(lit(980)), 0.0) > 0.9);
+        assert!(near(estimate(range), 0.01));
+        assert!(estimate(col("day").lt_eq(lit(980))) > 0.9);
         let between = col("day")
             .between(lit(500), lit(509))
             .and(col("name").eq(lit("x")));
-        assert!(near(estimate(between, 0.0), 0.009 * 0.005));
+        assert!(near(estimate(between), 0.009 * EQUALITY));
         let decimal = Expr::Literal(ScalarValue::Decimal128(Some(2_500), 10, 2), None);
-        assert!(near(estimate(col("price").lt(decimal), 0.0), 0.25));
+        assert!(near(estimate(col("price").lt(decimal)), 0.25));
     }
 
     #[test]
     fn equality_counts_the_values_a_range_holds() {
-        assert!(near(estimate(lit(7).eq(col("day")), 0.0), 1.0 / 1001.0));
-        assert_eq!(estimate(col("day").eq(lit(5000)), 0.0), 0.0);
+        assert!(near(estimate(lit(7).eq(col("day"))), 1.0 / 1001.0));
+        assert_eq!(estimate(col("day").eq(lit(5000))), 0.0);
         let names = col("name").in_list(vec![lit("a"), lit("b")], false);
-        assert!(near(estimate(names, 0.0), 2.0 * 0.005));
-        assert!(near(estimate(col("name").like(lit("a%")), 0.0), OTHER));
+        assert!(near(estimate(names), 2.0 * EQUALITY));
+        assert!(near(estimate(col("name").like(lit("a%"))), OTHER));
     }
 
     #[test]
-    fn guesses_together_keep_at_least_the_floor() {
+    fn guesses_together_keep_at_least_a_floor() {
         let guessed = col("name").eq(lit("a")).and(col("name").like(lit("%b")));
-        assert!(near(estimate(guessed.clone(), 0.05), 0.05));
+        assert!(near(estimate(guessed.clone()), GUESSED_AT_LEAST));
         let with_range = guessed.and(col("day").lt(lit(100)));
-        assert!(near(estimate(with_range, 0.05), 0.05 * 0.1));
+        assert!(near(estimate(with_range), GUESSED_AT_LEAST * 0.1));
     }
 }
