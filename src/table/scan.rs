@@ -444,39 +444,26 @@ pub async fn plan_scan(
     }
     let groups = group_tasks(tasks, target_partitions, split.open_file_cost);
     let mut scan = IcebergScanExec::try_new(parts, groups)?;
-    let mut statistics = scan_statistics(table, snapshot, &scan).await?;
-    if scan.parts.predicate.is_some() {
-        let read_filters: Vec<Expr> = read_filters.into_iter().map(|(f, _)| f).collect();
-        // Tables other writers made may hold any value: those read as `auto`.
-        let row_filter = RowFilter::of(metadata.properties()).unwrap_or(RowFilter::Auto);
-        if !row_filter.wanted(&read_filters, &scan.read_schema, &statistics.columns) {
-            scan = scan.without_read_predicate()?;
-            if scan.reads_all_rows {
-                // Its counts and bounds are exact now.
-                statistics = scan_statistics(table, snapshot, &scan).await?;
-            }
-        }
-    }
-    scan.column_statistics = Some(statistics.columns);
-    scan.column_bytes = statistics.column_bytes;
-    Ok(scan)
-}
-
-/// The statistics of `scan`'s columns over its files.
-async fn scan_statistics(
-    table: &Table,
-    snapshot: &iceberg::spec::Snapshot,
-    scan: &IcebergScanExec,
-) -> Result<statistics::ScanStatistics> {
-    statistics::column_statistics(
+    let statistics = statistics::column_statistics(
         table,
         snapshot,
         scan.groups.listed().unwrap_or_default().iter().flatten(),
         &scan.parts.project_field_ids,
         &scan.output_schema,
-        scan.reads_all_rows,
     )
-    .await
+    .await?;
+    if scan.parts.predicate.is_some() {
+        let read_filters: Vec<Expr> = read_filters.into_iter().map(|(f, _)| f).collect();
+        let bounds = statistics.columns(false);
+        // Tables other writers made may hold any value: those read as `auto`.
+        let row_filter = RowFilter::of(metadata.properties()).unwrap_or(RowFilter::Auto);
+        if !row_filter.wanted(&read_filters, &scan.read_schema, &bounds) {
+            scan = scan.without_read_predicate()?;
+        }
+    }
+    scan.column_statistics = Some(statistics.columns(scan.reads_all_rows));
+    scan.column_bytes = statistics.column_bytes;
+    Ok(scan)
 }
 
 /// Floe reads Parquet data files with Parquet position and equality deletes; anything

@@ -276,6 +276,8 @@ mod tests {
         let names = col("name").in_list(vec![lit("a"), lit("b")], false);
         assert!(near(estimate(names), 2.0 * EQUALITY));
         assert!(near(estimate(col("name").like(lit("a%"))), OTHER));
+        let null = Expr::Literal(ScalarValue::Int32(None), None);
+        assert!(near(estimate(col("day").lt(null)), RANGE));
     }
 
     #[test]

@@ -36,12 +36,28 @@ const CONCURRENT_READS: usize = 8;
 
 /// What the manifests tell of a scan's columns.
 pub struct ScanStatistics {
-    /// Of each output column.
-    pub columns: Vec<ColumnStatistics>,
+    /// The output columns' field ids.
+    fields: Vec<i32>,
+    /// Over the scan's files; `None` when they could not be had cheaply.
+    metrics: Option<Metrics>,
     /// The stored bytes of the output columns in the scan's files, where every file
     /// records each of their sizes: what reading them costs, far less than the files'
     /// sizes when a few columns of many are read.
     pub column_bytes: Option<u64>,
+}
+
+impl ScanStatistics {
+    /// Of each output column; counts and bounds exact if `exact_rows` (the scan reads
+    /// every row of its files) and every file recorded them.
+    pub fn columns(&self, exact_rows: bool) -> Vec<ColumnStatistics> {
+        self.fields
+            .iter()
+            .map(|id| match &self.metrics {
+                Some(metrics) => metrics.column(*id, exact_rows),
+                None => ColumnStatistics::new_unknown(),
+            })
+            .collect()
+    }
 }
 
 /// Statistics for `fields` (output columns, by field id, typed as `schema`), over the
@@ -52,10 +68,10 @@ pub async fn column_statistics<'t>(
     tasks: impl Iterator<Item = &'t FileScanTask>,
     fields: &[i32],
     schema: &SchemaRef,
-    reads_all_rows: bool,
 ) -> Result<ScanStatistics> {
     let absent = || ScanStatistics {
-        columns: vec![ColumnStatistics::new_unknown(); fields.len()],
+        fields: fields.to_vec(),
+        metrics: None,
         column_bytes: None,
     };
     let files: HashSet<&str> = tasks.map(|t| t.data_file_path.as_str()).collect();
@@ -88,11 +104,9 @@ pub async fn column_statistics<'t>(
         return Ok(absent());
     }
     Ok(ScanStatistics {
-        columns: fields
-            .iter()
-            .map(|id| metrics.column(*id, reads_all_rows))
-            .collect(),
+        fields: fields.to_vec(),
         column_bytes: metrics.stored_bytes(fields),
+        metrics: Some(metrics),
     })
 }
 
