@@ -8,7 +8,8 @@ median time and the server's CPU time per statement under each setting.
     pip install -r benches/requirements.txt
     FLOE_BIN=$CARGO_TARGET_DIR/release/floe python benches/row_filter.py   # FLOE_BENCH_DIR
 
-The tables' setting is removed again at the end.
+The tables' setting is removed again at the end, and at the start (a run killed halfway
+leaves it set).
 """
 
 import statistics
@@ -48,6 +49,11 @@ def measure(cur, pid, sql):
     return statistics.median(times), (cpu_seconds(pid) - cpu) / RUNS
 
 
+def unset(cur):
+    for table in TABLES:
+        cur.execute(f"ALTER TABLE {table} UNSET TBLPROPERTIES IF EXISTS ('read.parquet.row-filter')")
+
+
 def main():
     root, data = bench_data()
     server = Server(root / "floe")
@@ -56,6 +62,7 @@ def main():
         pid = server.process.proc.pid
         best = {}
         with server.connect() as conn, conn.cursor() as cur:
+            unset(cur)
             rows = {t: query(cur, f"SELECT count(*) AS n FROM {t}").to_pylist()[0]["n"] for t in TABLES}
             kept = {}
             for name, sql in FILTERS.items():
@@ -72,8 +79,7 @@ def main():
                             old = best.get((name, setting), (seconds, cpu))
                             best[(name, setting)] = (min(old[0], seconds), min(old[1], cpu))
             finally:
-                for table in TABLES:
-                    cur.execute(f"ALTER TABLE {table} UNSET TBLPROPERTIES ('read.parquet.row-filter')")
+                unset(cur)
     finally:
         server.stop()
     print(f"best of {ROUNDS} rounds; ms per statement (median of {RUNS}) / server CPU ms per statement")
