@@ -6,6 +6,7 @@ mod codec;
 mod commit_path;
 mod config;
 mod errors;
+mod estimates;
 mod filter;
 mod grouping;
 mod maintenance;

@@ -43,6 +43,7 @@ const MIN_ROWS_READ: usize = 500_000;
 pub(super) const JOIN_KEYS_REDUCE_AGGREGATES: HashJoinRule = HashJoinRule {
     name: "floe_join_keys_reduce_aggregates",
     rewrite: aggregate_reduced,
+    passes: 1,
 };
 
 type Plan = Arc<dyn ExecutionPlan>;

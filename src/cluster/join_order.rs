@@ -13,8 +13,10 @@
 //!   join does shrink it (q21's lineitem joined to one nation's suppliers), it stays.
 //! * [`SELECTIVE_JOINS_FIRST`]: an inner join with a broadcast (small) side whose keys on
 //!   the other side read one input of an inner join below, and which the statistics show
-//!   shrinking that input: TPC-H q7 and q21 join supplier to the one or two nations they
-//!   ask for before lineitem, not after lineitem, orders and customer. Inner joins may be
+//!   keeping fewer of that input's rows than the joins in between do: TPC-H q7 and q21
+//!   join supplier to the one or two nations they ask for before lineitem, not after
+//!   lineitem, orders and customer (q21's orders, half of them, joined to lineitem keep
+//!   half of its rows; one nation's suppliers keep a twenty-fifth). Inner joins may be
 //!   reordered freely; the moved join's columns are carried up to where they were.
 //!
 //! The sizes are the optimizer's estimates from Iceberg statistics; without them nothing
@@ -30,20 +32,23 @@ use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 
-use super::joins::HashJoinRule;
+use super::joins::{BROADCAST_ROWS, HashJoinRule};
 
 /// Moves each semi or anti hash join as far below inner joins as that keeps its input
 /// from growing.
 pub(super) const SEMI_JOINS_BEFORE_INNER_JOINS: HashJoinRule = HashJoinRule {
     name: "floe_semi_joins_before_inner_joins",
     rewrite: |join, _| semi_join_moved_down(join),
+    passes: 1,
 };
 
 /// Moves each inner join of a broadcast side that shrinks the input its keys read down
-/// to that input.
+/// to that input. Again after a join moved: it may make a join below selective (q21's
+/// nation join, moved onto supplier, leaves the supplier join a twenty-fifth of its rows).
 pub(super) const SELECTIVE_JOINS_FIRST: HashJoinRule = HashJoinRule {
     name: "floe_selective_joins_first",
     rewrite: |join, _| selective_join_moved_down(join),
+    passes: 3,
 };
 
 /// A rewritten plan, or `None` where nothing changes.
@@ -151,9 +156,12 @@ fn selective_join_moved_down(join: &HashJoinExec) -> Rewritten {
             .collect();
         join_over(join, JoinSide::Right, input, moved, Some(projection))
     };
+    // Moved, the join probes the input's rows instead of the rows the joins in between
+    // give it, and those joins then see only what it keeps: that pays where it keeps
+    // fewer rows of the input than they do.
     let shrinks = |input: &Arc<dyn ExecutionPlan>, joined: &Arc<dyn ExecutionPlan>| {
         Ok(match (rows(input)?, rows(joined)?) {
-            (Some(read), Some(joined)) => read <= rest_rows && joined < read,
+            (Some(read), Some(joined)) => joined < read && joined < rest_rows,
             _ => false,
         })
     };
@@ -250,13 +258,37 @@ fn carried_up(
     .into_iter()
     .chain(carried_from..carried_from + extra)
     .collect();
-    Ok(Some(
-        join.builder()
-            .with_projection(Some(projection))
-            .with_new_children(children_with(join, side, input))?
-            .reset_state()
-            .build_exec()?,
-    ))
+    let passed = join
+        .builder()
+        .with_projection(Some(projection))
+        .with_new_children(children_with(join, side, input))?
+        .reset_state()
+        .build()?;
+    smaller_side_built(passed).map(Some)
+}
+
+/// The inner join `join`, with its sides swapped where it builds more rows than a
+/// broadcast is meant for and the side it probes is now the smaller one: a join moved
+/// into that side may have shrunk it below the side it builds (q21's lineitem rows of one
+/// nation's suppliers, fewer than the 730,000 orders built).
+fn smaller_side_built(join: HashJoinExec) -> Result<Arc<dyn ExecutionPlan>> {
+    let size = |plan: &Arc<dyn ExecutionPlan>| -> Result<_> {
+        let statistics = plan.partition_statistics(None)?;
+        Ok((
+            statistics.total_byte_size.get_value().copied(),
+            statistics.num_rows.get_value().copied(),
+        ))
+    };
+    let (left, right) = (size(join.left())?, size(join.right())?);
+    let big_build = left.1.is_some_and(|rows| rows as u64 > BROADCAST_ROWS);
+    let smaller_probe = match (left, right) {
+        ((Some(left), _), (Some(right), _)) | ((_, Some(left)), (_, Some(right))) => right < left,
+        _ => false,
+    };
+    match big_build && smaller_probe {
+        true => join.swap_inputs(*join.partition_mode()),
+        false => Ok(Arc::new(join)),
+    }
 }
 
 // ---- Shared ----

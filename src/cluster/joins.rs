@@ -114,27 +114,35 @@ pub(super) type JoinRewrite =
     fn(&HashJoinExec, &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>>;
 
 /// A physical optimizer rule that replaces, bottom up, each hash join for which its
-/// `rewrite` gives a new node.
+/// `rewrite` gives a new node; again, up to `passes` times in all, while a pass changes
+/// something.
 #[derive(Debug)]
 pub(super) struct HashJoinRule {
     pub(super) name: &'static str,
     pub(super) rewrite: JoinRewrite,
+    pub(super) passes: usize,
 }
 
 impl PhysicalOptimizerRule for HashJoinRule {
     fn optimize(
         &self,
-        plan: Arc<dyn ExecutionPlan>,
+        mut plan: Arc<dyn ExecutionPlan>,
         _: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| {
-            let rewritten = match node.as_any().downcast_ref::<HashJoinExec>() {
-                Some(join) => (self.rewrite)(join, &node)?,
-                None => None,
-            };
-            Ok(rewritten.map_or_else(|| Transformed::no(node), Transformed::yes))
-        })
-        .map(|t| t.data)
+        for _ in 0..self.passes {
+            let pass = plan.transform_up(|node| {
+                let rewritten = match node.as_any().downcast_ref::<HashJoinExec>() {
+                    Some(join) => (self.rewrite)(join, &node)?,
+                    None => None,
+                };
+                Ok(rewritten.map_or_else(|| Transformed::no(node), Transformed::yes))
+            })?;
+            plan = pass.data;
+            if !pass.transformed {
+                break;
+            }
+        }
+        Ok(plan)
     }
 
     fn name(&self) -> &str {
@@ -151,6 +159,7 @@ impl PhysicalOptimizerRule for HashJoinRule {
 const DEMOTE_UNSAFE_BROADCASTS: HashJoinRule = HashJoinRule {
     name: "floe_demote_unsafe_broadcasts",
     rewrite: demoted_to_partitioned,
+    passes: 1,
 };
 
 fn demoted_to_partitioned(
@@ -172,6 +181,7 @@ fn demoted_to_partitioned(
 const SINGLE_PROBE_FOR_UNSAFE_BROADCASTS: HashJoinRule = HashJoinRule {
     name: "floe_single_probe_for_unsafe_broadcasts",
     rewrite: with_single_probe,
+    passes: 1,
 };
 
 fn with_single_probe(
@@ -191,6 +201,7 @@ fn with_single_probe(
 const DISTINCT_KEYS_BEFORE_SHUFFLE: HashJoinRule = HashJoinRule {
     name: "floe_distinct_keys_before_shuffle",
     rewrite: |join, _| distinct_keys_before_shuffle(join),
+    passes: 1,
 };
 
 /// The side of a join whose rows are not output, only tested for a matching key.

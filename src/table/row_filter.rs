@@ -101,28 +101,3 @@ fn estimated_selectivity(
         &predicate, schema, columns,
     ))
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use datafusion::arrow::datatypes::{DataType, Field};
-    use datafusion::common::ScalarValue;
-    use datafusion::common::stats::Precision;
-    use datafusion::logical_expr::{col, lit};
-
-    #[test]
-    fn the_reader_filters_when_few_rows_pass() {
-        let schema = Schema::new(vec![Field::new("day", DataType::Int32, false)]);
-        let mut day = ColumnStatistics::new_unknown();
-        day.min_value = Precision::Inexact(ScalarValue::Int32(Some(0)));
-        day.max_value = Precision::Inexact(ScalarValue::Int32(Some(1000)));
-        let stats = [day];
-        let qualified = Expr::Column(Column::new(Some("t"), "day"));
-        let few = [qualified.clone().gt_eq(lit(100)), col("day").lt(lit(110))];
-        assert!(RowFilter::Auto.wanted(&few, &schema, &stats));
-        let many = [qualified.lt(lit(900))];
-        assert!(!RowFilter::Auto.wanted(&many, &schema, &stats));
-        assert!(RowFilter::Always.wanted(&many, &schema, &stats));
-        assert!(!RowFilter::Never.wanted(&few, &schema, &stats));
-    }
-}

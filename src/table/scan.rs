@@ -729,12 +729,14 @@ impl ExecutionPlan for IcebergScanExec {
         if let Some(columns) = &self.column_statistics {
             stats.column_statistics = match partition {
                 None => columns.clone(),
-                // A part of the scan: the bounds still bound it, the counts do not.
+                // A part of the scan: the bounds still bound it and the distinct values
+                // are still a value's share of its rows; the counts do not hold.
                 Some(_) => columns
                     .iter()
                     .map(|c| ColumnStatistics {
                         min_value: c.min_value.clone().to_inexact(),
                         max_value: c.max_value.clone().to_inexact(),
+                        distinct_count: c.distinct_count.to_inexact(),
                         ..ColumnStatistics::new_unknown()
                     })
                     .collect(),

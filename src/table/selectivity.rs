@@ -1,6 +1,8 @@
 //! The share of rows a filter keeps, estimated from its input's column statistics (the
-//! bounds in the manifests): ranges on one column are intersected, conditions on
-//! different columns taken as independent, and what the bounds cannot tell is guessed.
+//! bounds in the manifests, distinct counts of strings): ranges on one column are
+//! intersected, an equality keeps one of a column's distinct values, conditions on
+//! different columns are taken as independent, and what the statistics cannot tell is
+//! guessed.
 //!
 //! DataFusion estimates a filter only where interval arithmetic covers all of it (integer
 //! and float columns, no `IN`, no strings), and takes 20% of the rows otherwise: every
@@ -18,9 +20,9 @@ use datafusion::physical_expr::expressions::{
 };
 use datafusion::physical_expr::{PhysicalExpr, split_conjunction};
 
-/// The share of rows `column = value` keeps where the bounds do not tell (a string
-/// column's: a status column's value may well hold half of them, a name's one row), as
-/// DataFusion assumes of a whole filter.
+/// The share of rows `column = value` keeps where the statistics do not tell (a status
+/// column's value may well hold half of them, a name's one row), as DataFusion assumes
+/// of a whole filter.
 const EQUALITY: f64 = 0.2;
 /// The least share the guessed conditions of a filter keep together: guesses multiplied
 /// would claim more than any of them knows.
@@ -58,15 +60,64 @@ pub fn estimated_selectivity(
                 Some(share) => known *= share,
                 None => guessed *= EQUALITY,
             },
-            _ => guessed *= guess(condition),
+            _ => match distinct_share(condition, schema, columns) {
+                Some(share) => known *= share,
+                None => guessed *= guess(condition, schema, columns),
+            },
         }
     }
     let ranged: f64 = ranges.values().map(|(b, r)| b.share_of(*r)).product();
     known * ranged * guessed.clamp(GUESSED_AT_LEAST, 1.0)
 }
 
-/// A condition's share where the column bounds do not tell it.
-fn guess(condition: &Arc<dyn PhysicalExpr>) -> f64 {
+/// The share an equality (`=`, `!=`, `IN`) of a column with literals keeps, where the
+/// column's distinct values are known (counted, or the whole numbers its range holds):
+/// one of them per literal.
+fn distinct_share(
+    condition: &Arc<dyn PhysicalExpr>,
+    schema: &Schema,
+    columns: &[ColumnStatistics],
+) -> Option<f64> {
+    let distinct = |column: &Column| {
+        let statistics = columns.get(column.index())?;
+        if let Some(&count) = statistics.distinct_count.get_value() {
+            return (count > 0).then_some(count as f64);
+        }
+        let data_type = schema.fields().get(column.index())?.data_type();
+        if !(data_type.is_integer() || *data_type == DataType::Date32) {
+            return None;
+        }
+        let min = number(statistics.min_value.get_value()?)?;
+        let max = number(statistics.max_value.get_value()?)?;
+        (max >= min).then_some(max - min + 1.0)
+    };
+    if let Some((column, op, _)) = compared(condition) {
+        let one = 1.0 / distinct(column)?;
+        return match op {
+            Operator::Eq => Some(one),
+            Operator::NotEq => Some(1.0 - one),
+            _ => None,
+        };
+    }
+    let list = condition.as_any().downcast_ref::<InListExpr>()?;
+    let column = list.expr().as_any().downcast_ref::<Column>()?;
+    if !list
+        .list()
+        .iter()
+        .all(|value| value.as_any().is::<Literal>())
+    {
+        return None;
+    }
+    let some = (list.list().len() as f64 / distinct(column)?).min(1.0);
+    Some(if list.negated() { 1.0 - some } else { some })
+}
+
+/// A condition's share where the column statistics do not tell it as a whole.
+fn guess(condition: &Arc<dyn PhysicalExpr>, schema: &Schema, columns: &[ColumnStatistics]) -> f64 {
+    if let Some(share) = distinct_share(condition, schema, columns) {
+        return share;
+    }
+    let guess = |condition| guess(condition, schema, columns);
     let any = condition.as_any();
     if let Some(binary) = any.downcast_ref::<BinaryExpr>() {
         return match binary.op() {
@@ -221,70 +272,4 @@ fn number(value: &ScalarValue) -> Option<f64> {
         _ => None,
     };
     number.filter(|n| n.is_finite())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use datafusion::arrow::datatypes::Field;
-    use datafusion::common::DFSchema;
-    use datafusion::common::stats::Precision;
-    use datafusion::execution::context::ExecutionProps;
-    use datafusion::logical_expr::{Expr, col, lit};
-    use datafusion::physical_expr::create_physical_expr;
-
-    fn estimate(filter: Expr) -> f64 {
-        let schema = Schema::new(vec![
-            Field::new("day", DataType::Int32, false),
-            Field::new("name", DataType::Utf8, false),
-            Field::new("price", DataType::Decimal128(10, 2), false),
-        ]);
-        let mut day = ColumnStatistics::new_unknown();
-        day.min_value = Precision::Inexact(ScalarValue::Int32(Some(0)));
-        day.max_value = Precision::Inexact(ScalarValue::Int32(Some(1000)));
-        let mut price = ColumnStatistics::new_unknown();
-        price.min_value = Precision::Exact(ScalarValue::Decimal128(Some(0), 10, 2));
-        price.max_value = Precision::Exact(ScalarValue::Decimal128(Some(10_000), 10, 2));
-        let stats = [day, ColumnStatistics::new_unknown(), price];
-        let df_schema = DFSchema::try_from(schema.clone()).expect("schema");
-        let predicate =
-            create_physical_expr(&filter, &df_schema, &ExecutionProps::new()).expect("expr");
-        estimated_selectivity(&predicate, &schema, &stats)
-    }
-
-    fn near(a: f64, b: f64) -> bool {
-        (a - b).abs() < 1e-9
-    }
-
-    #[test]
-    fn ranges_on_one_column_are_intersected() {
-        let range = col("day").gt_eq(lit(100)).and(col("day").lt(lit(110)));
-        assert!(near(estimate(range), 0.01));
-        assert!(estimate(col("day").lt_eq(lit(980))) > 0.9);
-        let between = col("day")
-            .between(lit(500), lit(509))
-            .and(col("name").eq(lit("x")));
-        assert!(near(estimate(between), 0.009 * EQUALITY));
-        let decimal = Expr::Literal(ScalarValue::Decimal128(Some(2_500), 10, 2), None);
-        assert!(near(estimate(col("price").lt(decimal)), 0.25));
-    }
-
-    #[test]
-    fn equality_counts_the_values_a_range_holds() {
-        assert!(near(estimate(lit(7).eq(col("day"))), 1.0 / 1001.0));
-        assert_eq!(estimate(col("day").eq(lit(5000))), 0.0);
-        let names = col("name").in_list(vec![lit("a"), lit("b")], false);
-        assert!(near(estimate(names), 2.0 * EQUALITY));
-        assert!(near(estimate(col("name").like(lit("a%"))), OTHER));
-        let null = Expr::Literal(ScalarValue::Int32(None), None);
-        assert!(near(estimate(col("day").lt(null)), RANGE));
-    }
-
-    #[test]
-    fn guesses_together_keep_at_least_a_floor() {
-        let guessed = col("name").eq(lit("a")).and(col("name").like(lit("%b")));
-        assert!(near(estimate(guessed.clone()), GUESSED_AT_LEAST));
-        let with_range = guessed.and(col("day").lt(lit(100)));
-        assert!(near(estimate(with_range), GUESSED_AT_LEAST * 0.1));
-    }
 }
