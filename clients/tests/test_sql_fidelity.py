@@ -4,12 +4,13 @@ client can act on, and DDL does what it says or refuses."""
 import threading
 
 import adbc_driver_manager
+import duckdb
 import pyarrow as pa
 import pyarrow.flight as flight
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import query
+from conftest import Server, query
 from floe_flight import _SQL_PREFIX, _length_delimited
 
 
@@ -59,6 +60,36 @@ def test_like_with_any_escape_character(cur, schema):
     assert words("s LIKE 'k\\%%'") == ["k%x"]
     fails(cur, f"SELECT s FROM {schema}.words WHERE s LIKE 'k!' ESCAPE '!'", "INVALID_ARGUMENT", "escape")
     fails(cur, f"SELECT s FROM {schema}.words WHERE 'x' LIKE s ESCAPE '!'", "Unimplemented", "literal pattern")
+
+
+def test_like_patterns_of_several_parts_answer_as_duckdb_does(tmp_path):
+    """Patterns of several `%`-separated parts are matched by Floe's own function (part
+    after part) instead of Arrow's regular expressions, on an executor process here, so
+    the function also travels in the task's plan."""
+    values = ["", "a", "ab", "aba", "abab", "ba", "cba", "abcabc", "aXbXc", "a%b", "%",
+              "special requests", "requests special", "xspecialyrequestsz", "ünï ✓ 漢字", "漢字ünï", None]
+    patterns = ["%special%requests%", "a%b", "ab%ba", "a%b%", "%a%b", "%%a%%b%%", "%b%a%", "a%b%c",
+                "%c%b%a%", "abc%abc", "ün%字", "%✓%字"]
+    server = Server(tmp_path / "data", ["--local-executors", "0", "--local-query-max-bytes", "0"])
+    executor = server.start_executor(tmp_path / "executor.log", slots=1)
+    reference = duckdb.connect()
+    reference.execute("CREATE TABLE words (s VARCHAR)")
+    reference.executemany("INSERT INTO words VALUES (?)", [[v] for v in values])
+    try:
+        with server.connect() as conn, conn.cursor() as cur:
+            literals = ", ".join("(NULL)" if v is None else "('" + v + "')" for v in values)
+            cur.execute("CREATE TABLE words (s STRING)")
+            cur.execute(f"INSERT INTO words VALUES {literals}")
+            plan = query(cur, "EXPLAIN SELECT s FROM words WHERE s NOT LIKE 'a%b'")["plan"].to_pylist()
+            assert "NOT floe_like_segments(s@0, a%b)" in plan[-1]
+            for pattern in patterns:
+                for op in ["LIKE", "NOT LIKE"]:
+                    sql = f"SELECT s FROM words WHERE s {op} '{pattern}'"
+                    got = sorted(row["s"] for row in query(cur, sql).to_pylist())
+                    assert got == sorted(row[0] for row in reference.sql(sql).fetchall()), sql
+    finally:
+        executor.stop()
+        server.stop()
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ mod filter_estimates;
 mod jobs;
 mod join_order;
 mod joins;
+pub mod like_segments;
 mod result_files;
 mod shuffle_files;
 mod table_functions;
@@ -111,7 +112,8 @@ pub fn session_config(catalog_name: &str, target_partitions: usize) -> SessionCo
 
 /// A plain DataFusion state: the scheduler plans physically with it.
 fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionState> {
-    let rules = joins::with_join_guards(PhysicalOptimizer::new().rules);
+    let mut rules = joins::with_join_guards(PhysicalOptimizer::new().rules);
+    rules.push(Arc::new(like_segments::LikeSegmentsRule));
     Ok(SessionStateBuilder::new()
         .with_default_features()
         .with_table_functions(table_functions::table_functions())

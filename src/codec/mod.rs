@@ -15,6 +15,7 @@ use iceberg::spec::{FormatVersion, PartitionSpec, Schema};
 use prost::Message;
 
 use crate::catalog::StorageSpec;
+use crate::cluster::like_segments::{self, LikeSegments};
 use crate::error::{FloeError, Result};
 use crate::table::constants;
 use crate::table::position_deletes::PositionDeleteWriteExec;
@@ -76,19 +77,25 @@ impl PhysicalExtensionCodec for FloePhysicalCodec {
     }
 
     fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        match node.inner().as_any().downcast_ref::<TransformUdf>() {
-            Some(udf) => {
-                buf.extend(encode_transform(udf)?);
-                Ok(())
-            }
-            None => self.ballista.try_encode_udf(node, buf),
+        let udf = node.inner().as_any();
+        if let Some(transform) = udf.downcast_ref::<TransformUdf>() {
+            buf.extend(encode_transform(transform)?);
+            return Ok(());
         }
+        // Decoded by its name alone.
+        if udf.is::<LikeSegments>() {
+            return Ok(());
+        }
+        self.ballista.try_encode_udf(node, buf)
     }
 
     fn try_decode_udf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<ScalarUDF>> {
         if name.starts_with(transforms::PREFIX) {
             let udf = decode_transform(buf)?;
             return Ok(Arc::new(ScalarUDF::new_from_impl(udf)));
+        }
+        if name == like_segments::NAME {
+            return Ok(Arc::new(ScalarUDF::new_from_impl(LikeSegments::default())));
         }
         self.ballista.try_decode_udf(name, buf)
     }
