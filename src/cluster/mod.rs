@@ -17,7 +17,7 @@ mod filter_estimates;
 mod jobs;
 mod join_order;
 mod joins;
-pub mod like_segments;
+pub(crate) mod like_segments;
 mod result_files;
 mod shuffle_files;
 mod table_functions;

@@ -77,16 +77,14 @@ impl PhysicalExtensionCodec for FloePhysicalCodec {
     }
 
     fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> DfResult<()> {
-        let udf = node.inner().as_any();
-        if let Some(transform) = udf.downcast_ref::<TransformUdf>() {
-            buf.extend(encode_transform(transform)?);
-            return Ok(());
+        match node.inner().as_any().downcast_ref::<TransformUdf>() {
+            Some(udf) => {
+                buf.extend(encode_transform(udf)?);
+                Ok(())
+            }
+            // Others (Floe's `LikeSegments` too) are decoded by their name alone.
+            None => self.ballista.try_encode_udf(node, buf),
         }
-        // Decoded by its name alone.
-        if udf.is::<LikeSegments>() {
-            return Ok(());
-        }
-        self.ballista.try_encode_udf(node, buf)
     }
 
     fn try_decode_udf(&self, name: &str, buf: &[u8]) -> DfResult<Arc<ScalarUDF>> {
