@@ -14,11 +14,12 @@
 use std::collections::HashMap;
 
 use datafusion::arrow::datatypes::Schema;
+use datafusion::common::DFSchema;
 use datafusion::common::stats::ColumnStatistics;
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, DFSchema};
 use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::expr_rewriter::unnormalize_cols;
+use datafusion::logical_expr::utils::conjunction;
 use datafusion::physical_expr::create_physical_expr;
 
 use super::selectivity;
@@ -76,25 +77,7 @@ fn estimated_selectivity(
     schema: &Schema,
     columns: &[ColumnStatistics],
 ) -> Option<f64> {
-    let unqualified = |expr: &Expr| {
-        expr.clone()
-            .transform(|e| {
-                Ok(match e {
-                    Expr::Column(c) => {
-                        Transformed::yes(Expr::Column(Column::new_unqualified(c.name)))
-                    }
-                    other => Transformed::no(other),
-                })
-            })
-            .map(|t| t.data)
-    };
-    let filter = filters
-        .iter()
-        .map(unqualified)
-        .collect::<datafusion::common::Result<Vec<_>>>()
-        .ok()?
-        .into_iter()
-        .reduce(Expr::and)?;
+    let filter = conjunction(unnormalize_cols(filters.iter().cloned()))?;
     let df_schema = DFSchema::try_from(schema.clone()).ok()?;
     let predicate = create_physical_expr(&filter, &df_schema, &ExecutionProps::new()).ok()?;
     Some(selectivity::estimated_selectivity(

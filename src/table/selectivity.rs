@@ -44,7 +44,7 @@ pub fn estimated_selectivity(
     let (mut known, mut guessed) = (1.0, 1.0);
     for condition in split_conjunction(predicate) {
         let bounded = compared(condition).and_then(|(column, op, value)| {
-            let bounds = Bounds::of(column, value, schema, columns)?;
+            let bounds = Bounds::of(column, value, columns)?;
             Some((column.index(), op, bounds))
         });
         match bounded {
@@ -56,10 +56,7 @@ pub fn estimated_selectivity(
                 let (_, range) = ranges.entry(index).or_insert((bounds, bounds.all()));
                 range.narrow(op, bounds.value);
             }
-            Some((_, Operator::Eq, bounds)) => match bounds.one_value() {
-                Some(share) => known *= share,
-                None => guessed *= EQUALITY,
-            },
+            Some((_, Operator::Eq, bounds)) if !bounds.hold_value() => known = 0.0,
             _ => match distinct_share(condition, schema, columns) {
                 Some(share) => known *= share,
                 None => guessed *= guess(condition, schema, columns),
@@ -171,9 +168,6 @@ struct Bounds {
     min: f64,
     max: f64,
     value: f64,
-    /// Whether the values are whole numbers (integers, dates), so a range of them holds
-    /// `max - min + 1` values.
-    whole: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -184,27 +178,14 @@ struct Range {
 
 impl Bounds {
     /// Column `column`'s bounds and `value`, compared as values of `value`'s type.
-    fn of(
-        column: &Column,
-        value: &ScalarValue,
-        schema: &Schema,
-        columns: &[ColumnStatistics],
-    ) -> Option<Self> {
+    fn of(column: &Column, value: &ScalarValue, columns: &[ColumnStatistics]) -> Option<Self> {
         let statistics = columns.get(column.index())?;
         let data_type = value.data_type();
         let as_value = |bound: &ScalarValue| number(&bound.cast_to(&data_type).ok()?);
-        let whole = matches!(
-            schema.fields().get(column.index())?.data_type(),
-            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::Date32
-        ) && matches!(
-            data_type,
-            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::Date32
-        );
         Some(Self {
             min: as_value(statistics.min_value.get_value()?)?,
             max: as_value(statistics.max_value.get_value()?)?,
             value: number(value)?,
-            whole,
         })
     }
 
@@ -226,16 +207,9 @@ impl Bounds {
         }
     }
 
-    /// The share `column = value` keeps, where the bounds tell it: none outside them,
-    /// one of the values a range of whole numbers holds.
-    fn one_value(&self) -> Option<f64> {
-        if self.value < self.min || self.value > self.max {
-            Some(0.0)
-        } else if self.whole {
-            Some(1.0 / (self.max - self.min + 1.0))
-        } else {
-            None
-        }
+    /// Whether `value` lies within the bounds (`column = value` keeps no row otherwise).
+    fn hold_value(&self) -> bool {
+        self.min <= self.value && self.value <= self.max
     }
 }
 
