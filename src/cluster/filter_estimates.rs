@@ -11,51 +11,27 @@
 //! condition they cannot tell (an equality on a string, a `LIKE`; an `IN` list 20% per
 //! value), those guesses together no less than 5%.
 
-use std::sync::Arc;
-
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::physical_expr::intervals::utils::check_support;
-use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 
+use super::filter_rule::FilterRule;
 use crate::table::selectivity::estimated_selectivity;
 
 /// Sets the default selectivity of each filter DataFusion cannot estimate itself.
-#[derive(Debug)]
-pub struct FilterEstimates;
+pub(super) const FILTER_ESTIMATES: FilterRule = FilterRule {
+    name: "floe_filter_estimates",
+    rewrite: with_estimate,
+};
 
-impl PhysicalOptimizerRule for FilterEstimates {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        _: &ConfigOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| {
-            let Some(filter) = node.as_any().downcast_ref::<FilterExec>() else {
-                return Ok(Transformed::no(node));
-            };
-            Ok(match estimated_percent(filter)? {
-                Some(percent) if percent != filter.default_selectivity() => {
-                    let estimated = FilterExecBuilder::from(filter)
-                        .with_default_selectivity(percent)
-                        .build()?;
-                    Transformed::yes(Arc::new(estimated) as Arc<dyn ExecutionPlan>)
-                }
-                _ => Transformed::no(node),
-            })
-        })
-        .map(|t| t.data)
-    }
-
-    fn name(&self) -> &str {
-        "floe_filter_estimates"
-    }
-
-    fn schema_check(&self) -> bool {
-        true
+fn with_estimate(filter: &FilterExec) -> Result<Option<FilterExec>> {
+    match estimated_percent(filter)? {
+        Some(percent) if percent != filter.default_selectivity() => Ok(Some(
+            FilterExecBuilder::from(filter)
+                .with_default_selectivity(percent)
+                .build()?,
+        )),
+        _ => Ok(None),
     }
 }
 

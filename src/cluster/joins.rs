@@ -45,7 +45,7 @@ use datafusion::physical_plan::{
 use datafusion::prelude::SessionConfig;
 
 use super::aggregate_reduction::JOIN_KEYS_REDUCE_AGGREGATES;
-use super::filter_estimates::FilterEstimates;
+use super::filter_estimates::FILTER_ESTIMATES;
 use super::join_order::{SELECTIVE_JOINS_FIRST, SEMI_JOINS_BEFORE_INNER_JOINS};
 
 /// A build side under this many bytes is broadcast (where that is correct).
@@ -67,7 +67,7 @@ pub fn configure(config: &mut SessionConfig) {
     }
 }
 
-/// The physical optimizer rules, with Floe's join rules in place: [`FilterEstimates`]
+/// The physical optimizer rules, with Floe's join rules in place: [`FILTER_ESTIMATES`]
 /// right before `join_selection`; the broadcast guard, [`JOIN_KEYS_REDUCE_AGGREGATES`],
 /// [`SEMI_JOINS_BEFORE_INNER_JOINS`] and [`SELECTIVE_JOINS_FIRST`] right after it, the
 /// others right before the final sanity check.
@@ -77,7 +77,7 @@ pub fn with_join_guards(
     let selection = |rules: &[Arc<dyn PhysicalOptimizerRule + Send + Sync>]| {
         rules.iter().position(|r| r.name() == "join_selection")
     };
-    rules.insert(selection(&rules).unwrap_or(0), Arc::new(FilterEstimates));
+    rules.insert(selection(&rules).unwrap_or(0), Arc::new(FILTER_ESTIMATES));
     let after_selection = selection(&rules).map_or(1, |i| i + 1);
     rules.insert(after_selection, Arc::new(DEMOTE_UNSAFE_BROADCASTS));
     rules.insert(after_selection + 1, Arc::new(JOIN_KEYS_REDUCE_AGGREGATES));

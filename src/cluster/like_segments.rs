@@ -23,10 +23,10 @@ use datafusion::logical_expr::{
 };
 use datafusion::physical_expr::expressions::{LikeExpr, Literal, NotExpr};
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
-use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use memchr::memmem::Finder;
+
+use super::filter_rule::FilterRule;
 
 /// The function's name, by which executors decode it.
 pub const NAME: &str = "floe_like_segments";
@@ -144,46 +144,26 @@ impl<'a> Pattern<'a> {
 
 /// Replaces, in filters, each `LIKE` that [`Pattern::of`] takes by a call of
 /// [`LikeSegments`].
-#[derive(Debug)]
-pub struct LikeSegmentsRule;
+pub(super) const LIKE_SEGMENTS: FilterRule = FilterRule {
+    name: "floe_like_segments",
+    rewrite: with_segments_calls,
+};
 
-impl PhysicalOptimizerRule for LikeSegmentsRule {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        _: &ConfigOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| {
-            let Some(filter) = node.as_any().downcast_ref::<FilterExec>() else {
-                return Ok(Transformed::no(node));
-            };
-            let schema = filter.input().schema();
-            let predicate = filter.predicate().clone().transform_up(|expr| {
-                Ok(match segments_call(&expr, &schema)? {
-                    Some(call) => Transformed::yes(call),
-                    None => Transformed::no(expr),
-                })
-            })?;
-            if !predicate.transformed {
-                return Ok(Transformed::no(node));
-            }
-            let rewritten = FilterExecBuilder::from(filter)
-                .with_predicate(predicate.data)
-                .build()?;
-            Ok(Transformed::yes(
-                Arc::new(rewritten) as Arc<dyn ExecutionPlan>
-            ))
+fn with_segments_calls(filter: &FilterExec) -> Result<Option<FilterExec>> {
+    let schema = filter.input().schema();
+    let predicate = filter.predicate().clone().transform_up(|expr| {
+        Ok(match segments_call(&expr, &schema)? {
+            Some(call) => Transformed::yes(call),
+            None => Transformed::no(expr),
         })
-        .map(|t| t.data)
+    })?;
+    if !predicate.transformed {
+        return Ok(None);
     }
-
-    fn name(&self) -> &str {
-        "floe_like_segments"
-    }
-
-    fn schema_check(&self) -> bool {
-        true
-    }
+    let rewritten = FilterExecBuilder::from(filter)
+        .with_predicate(predicate.data)
+        .build()?;
+    Ok(Some(rewritten))
 }
 
 /// `expr` as a call of [`LikeSegments`] (under `NOT` for `NOT LIKE`), where it is a

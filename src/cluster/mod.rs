@@ -14,6 +14,7 @@ mod engine;
 mod executor;
 mod explain;
 mod filter_estimates;
+mod filter_rule;
 mod jobs;
 mod join_order;
 mod joins;
@@ -113,7 +114,7 @@ pub fn session_config(catalog_name: &str, target_partitions: usize) -> SessionCo
 /// A plain DataFusion state: the scheduler plans physically with it.
 fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionState> {
     let mut rules = joins::with_join_guards(PhysicalOptimizer::new().rules);
-    rules.push(Arc::new(like_segments::LikeSegmentsRule));
+    rules.push(Arc::new(like_segments::LIKE_SEGMENTS));
     Ok(SessionStateBuilder::new()
         .with_default_features()
         .with_table_functions(table_functions::table_functions())
