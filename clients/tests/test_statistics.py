@@ -163,3 +163,25 @@ def test_the_reader_filters_rows_itself_only_for_selective_filters(cur, schema):
     assert auto["broad"] == never["broad"] > always["broad"], (auto, always, never)
     with pytest.raises(Exception, match="read.parquet.row-filter: 'sometimes' is not auto"):
         cur.execute(f"ALTER TABLE {table} SET TBLPROPERTIES ('read.parquet.row-filter' = 'sometimes')")
+
+
+def test_a_filter_evaluates_its_cheap_selective_conditions_first(cur, schema):
+    """A filter's conditions are evaluated cheapest per row removed first, by the
+    manifests' bounds and counts: a range of dates keeping a seventh of the rows before a
+    comparison of strings, whatever the order written. A condition that may fail (a cast)
+    stays behind the guard written before it, so it still sees only the rows the guard
+    keeps: notes are numbers on the 'MAIL' rows only."""
+    table = f"{schema}.shipments"
+    cur.execute(f"CREATE TABLE {table} AS SELECT value AS id, "
+                f"DATE '2024-01-01' + CAST(value AS INT) AS shipped, "
+                f"CASE WHEN value % 10 = 0 THEN 'MAIL' ELSE 'AIR' END AS mode, "
+                f"CASE WHEN value % 10 = 0 THEN CAST(value AS STRING) ELSE 'none' END AS note "
+                f"FROM generate_series(0, 699)")
+    sql = (f"SELECT id FROM {table} WHERE mode = 'MAIL' AND CAST(note AS INT) % 20 = 0 "
+           f"AND shipped >= DATE '2024-02-01' AND shipped < DATE '2024-05-01'")
+    plan = physical_plan(cur, sql)
+    predicate = next(line for line in plan.splitlines() if "FilterExec" in line)
+    order = [predicate.index(c) for c in ("shipped@", "mode@", "CAST(note@")]
+    assert order == sorted(order), predicate
+    expected = [i for i in range(700) if i % 20 == 0 and 31 <= i < 121]
+    assert sorted(r["id"] for r in query(cur, sql).to_pylist()) == expected

@@ -14,6 +14,7 @@ mod engine;
 mod executor;
 mod explain;
 mod filter_estimates;
+mod filter_order;
 mod filter_rule;
 mod jobs;
 mod join_order;
@@ -115,6 +116,7 @@ pub fn session_config(catalog_name: &str, target_partitions: usize) -> SessionCo
 fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionState> {
     let mut rules = joins::with_join_guards(PhysicalOptimizer::new().rules);
     rules.push(Arc::new(like_segments::LIKE_SEGMENTS));
+    rules.push(Arc::new(filter_order::FILTER_ORDER));
     Ok(SessionStateBuilder::new()
         .with_default_features()
         .with_table_functions(table_functions::table_functions())
