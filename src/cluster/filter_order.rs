@@ -149,12 +149,10 @@ fn cost(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> f64 {
             _ => COMPARISON,
         }
     } else if let Some(list) = any.downcast_ref::<InListExpr>() {
-        SET_LOOKUP
-            + if of_bytes(list.expr(), schema) {
-                BYTES_COMPARISON
-            } else {
-                0.0
-            }
+        match of_bytes(list.expr(), schema) {
+            true => SET_LOOKUP + BYTES_COMPARISON,
+            false => SET_LOOKUP,
+        }
     } else if any.is::<IsNullExpr>() || any.is::<IsNotNullExpr>() || any.is::<NotExpr>() {
         NULL_CHECK
     } else {
