@@ -11,8 +11,9 @@
 //! for join planning ([`crate::table::selectivity`]).
 //!
 //! A condition that may fail on some values (a cast, arithmetic, a function) stays behind
-//! the others, in its written order: it is then evaluated on no more rows than before,
-//! and a guard written before it still comes first.
+//! the others, in its written order, and past it move only conditions that cannot be
+//! NULL: it is then evaluated on no more rows than before, and a guard written before it
+//! still comes first.
 
 use std::sync::Arc;
 
@@ -54,23 +55,24 @@ fn in_cheapest_order(filter: &FilterExec) -> Result<Option<FilterExec>> {
     }
     let schema = filter.input().schema();
     let statistics = filter.input().partition_statistics(None)?;
-    let mut units: Vec<Unit> = ranged_together(&conditions)
+    let movable = movable(&conditions, &schema);
+    let mut units: Vec<Unit> = ranged_together(&conditions, &movable)
         .into_iter()
-        .map(|conditions| {
+        .map(|(conditions, movable)| {
             let kept = estimated_selectivity(
                 &conjunction(conditions.iter().cloned()),
                 &schema,
                 &statistics.column_statistics,
             );
             let cost: f64 = conditions.iter().map(|c| cost(c, &schema)).sum();
-            let rank = match conditions.iter().all(cannot_fail) {
+            let rank = match movable {
                 true => cost / (1.0 - kept).max(1e-6),
                 false => f64::INFINITY,
             };
             Unit { conditions, rank }
         })
         .collect();
-    // Stable: conditions that may fail keep their written order after the others.
+    // Stable: the conditions that stay keep their written order after the others.
     units.sort_by(|a, b| a.rank.total_cmp(&b.rank));
     let ordered: Vec<Arc<dyn PhysicalExpr>> =
         units.into_iter().flat_map(|u| u.conditions).collect();
@@ -87,28 +89,50 @@ fn in_cheapest_order(filter: &FilterExec) -> Result<Option<FilterExec>> {
     Ok(Some(rewritten))
 }
 
+/// Which of `conditions` may move ahead of those written before them: those that cannot
+/// fail, and past a condition that may fail only those that cannot be NULL either
+/// (DataFusion evaluates the right side of an `AND` on every row where the left has a
+/// NULL, so a NULL moved ahead of a cast would have the cast see rows its guard removed).
+fn movable(conditions: &[&Arc<dyn PhysicalExpr>], schema: &Schema) -> Vec<bool> {
+    let first_that_may_fail = conditions
+        .iter()
+        .position(|c| !cannot_fail(c))
+        .unwrap_or(conditions.len());
+    conditions
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            cannot_fail(c) && (i < first_that_may_fail || matches!(c.nullable(schema), Ok(false)))
+        })
+        .collect()
+}
+
 /// Conditions evaluated one after the other: one condition, or the bounds of a range on
 /// one column (`d >= '1994-01-01' AND d < '1995-01-01'`), which keep together far fewer
 /// rows than either bound tells alone.
 struct Unit {
     conditions: Vec<Arc<dyn PhysicalExpr>>,
-    /// Cost per row over the share of rows removed, lowest first; infinite where a
-    /// condition may fail.
+    /// Cost per row over the share of rows removed, lowest first; infinite for a unit
+    /// that stays where it is written.
     rank: f64,
 }
 
-/// `conditions` in units: each comparison of a column with a literal by `<`, `<=`, `>`
-/// or `>=` joins the first such of the same column.
-fn ranged_together(conditions: &[&Arc<dyn PhysicalExpr>]) -> Vec<Vec<Arc<dyn PhysicalExpr>>> {
-    let mut units: Vec<Vec<Arc<dyn PhysicalExpr>>> = Vec::new();
-    for &condition in conditions {
-        let column = bounded_column(condition);
-        let same_column = |unit: &&mut Vec<Arc<dyn PhysicalExpr>>| {
+/// `conditions` in units, each with whether it may move: each movable comparison of a
+/// column with a literal by `<`, `<=`, `>` or `>=` joins the first such of the same
+/// column.
+fn ranged_together(
+    conditions: &[&Arc<dyn PhysicalExpr>],
+    movable: &[bool],
+) -> Vec<(Vec<Arc<dyn PhysicalExpr>>, bool)> {
+    let mut units: Vec<(Vec<Arc<dyn PhysicalExpr>>, bool)> = Vec::new();
+    for (&condition, &movable) in conditions.iter().zip(movable) {
+        let column = bounded_column(condition).filter(|_| movable);
+        let same_column = |(unit, _): &&mut (Vec<Arc<dyn PhysicalExpr>>, bool)| {
             column.is_some() && bounded_column(&unit[0]) == column
         };
         match units.iter_mut().find(same_column) {
-            Some(unit) => unit.push(condition.clone()),
-            None => units.push(vec![condition.clone()]),
+            Some((unit, _)) => unit.push(condition.clone()),
+            None => units.push((vec![condition.clone()], movable)),
         }
     }
     units
