@@ -45,6 +45,8 @@ const BYTES_COMPARISON: f64 = 4.0;
 const SET_LOOKUP: f64 = 3.0;
 /// A null check (a look at the validity bits).
 const NULL_CHECK: f64 = 0.2;
+/// `AND`, `OR` or `NOT` of booleans (64 at a time).
+const LOGIC: f64 = 0.1;
 /// A `LIKE`, or a call of a function.
 const CALL: f64 = 8.0;
 
@@ -168,7 +170,7 @@ fn cost(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> f64 {
         0.0
     } else if let Some(binary) = any.downcast_ref::<BinaryExpr>() {
         match binary.op() {
-            Operator::And | Operator::Or => 0.1,
+            Operator::And | Operator::Or => LOGIC,
             _ if of_bytes(binary.left(), schema) => BYTES_COMPARISON,
             _ => COMPARISON,
         }
@@ -177,8 +179,10 @@ fn cost(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> f64 {
             true => SET_LOOKUP + BYTES_COMPARISON,
             false => SET_LOOKUP,
         }
-    } else if any.is::<IsNullExpr>() || any.is::<IsNotNullExpr>() || any.is::<NotExpr>() {
+    } else if any.is::<IsNullExpr>() || any.is::<IsNotNullExpr>() {
         NULL_CHECK
+    } else if any.is::<NotExpr>() {
+        LOGIC
     } else {
         CALL
     };
