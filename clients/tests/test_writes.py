@@ -13,6 +13,14 @@ import pytest
 from conftest import query
 
 
+def seconds_since(path, then):
+    """When `path` was last written, in seconds after `then`."""
+    try:
+        return round(Path(path).stat().st_mtime - then, 2)
+    except FileNotFoundError:
+        return "deleted since"
+
+
 def data_files(server, schema, table):
     root = Path(server.data_dir) / "warehouse" / schema / table / "data"
     return sorted(str(p) for p in root.rglob("*.parquet")) if root.exists() else []
@@ -150,9 +158,12 @@ def test_null_into_not_null_fails_and_leaves_the_table_unchanged(server, cur, ca
     assert snapshot_ids(catalog, schema, "strict") == snapshots
     # Tasks still running when the job failed delete their files when they stop, and
     # the coordinator sweeps again: the directory returns to its state within seconds.
-    deadline = time.time() + 10
-    while data_files(server, schema, "strict") != files and time.time() < deadline:
+    failed_at = time.time()
+    while data_files(server, schema, "strict") != files and time.time() < failed_at + 10:
         time.sleep(0.2)
+    left = sorted(set(data_files(server, schema, "strict")) - set(files))
+    # When a file stays, when it was written tells a late task from a missed deletion.
+    assert not left, [(f, seconds_since(f, failed_at)) for f in left]
     assert data_files(server, schema, "strict") == files
     assert query(cur, f"SELECT * FROM {schema}.strict").to_pylist() == [{"id": 1, "v": "kept"}]
 
