@@ -11,7 +11,7 @@ use datafusion::execution::context::ExecutionProps;
 use datafusion::logical_expr::{Expr, col, lit};
 use datafusion::physical_expr::{PhysicalExpr, create_physical_expr};
 use floe::table::row_filter::RowFilter;
-use floe::table::selectivity::estimated_selectivity;
+use floe::table::selectivity::{distinct_values, estimated_selectivity};
 use floe::table::statistics::estimated_distinct;
 
 /// DataFusion's (and Floe's) guess for a condition the statistics cannot tell.
@@ -78,6 +78,20 @@ fn equality_counts_the_values_a_range_holds() {
     assert!(near(estimate(col("name").like(lit("a%"))), GUESS));
     let null = Expr::Literal(ScalarValue::Int32(None), None);
     assert!(near(estimate(col("day").lt(null)), 1.0 / 3.0));
+}
+
+#[test]
+fn decimals_and_dates_count_the_values_their_range_holds() {
+    let price = Expr::Literal(ScalarValue::Decimal128(Some(2_500), 10, 2), None);
+    assert!(near(estimate(col("price").eq(price)), 1.0 / 10_001.0));
+    let mut days = ColumnStatistics::new_unknown();
+    days.min_value = Precision::Inexact(ScalarValue::Date32(Some(10)));
+    days.max_value = Precision::Inexact(ScalarValue::Date32(Some(40)));
+    assert_eq!(distinct_values(&days, &DataType::Date32), Some(31));
+    days.distinct_count = Precision::Inexact(7);
+    assert_eq!(distinct_values(&days, &DataType::Date32), Some(7));
+    let unknown = ColumnStatistics::new_unknown();
+    assert_eq!(distinct_values(&unknown, &DataType::Int64), None);
 }
 
 #[test]

@@ -31,7 +31,8 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 
 use super::join_order::{children_with, projected_columns, rows, side_of, unlimited};
-use super::joins::{BROADCAST_ROWS, HashJoinRule, distinct_values};
+use super::joins::{BROADCAST_ROWS, HashJoinRule};
+use crate::table::selectivity::distinct_values;
 
 /// An aggregate of fewer rows (by the estimates) costs less than what the semi join adds:
 /// a stage computing the keys, broadcast. TPC-H q2's aggregate of 160,000 rows took as
@@ -191,8 +192,12 @@ fn rows_and_keys(input: &Plan, group: &Arc<dyn PhysicalExpr>) -> Result<Option<(
     let Some(&rows) = statistics.num_rows.get_value() else {
         return Ok(None);
     };
+    let schema = input.schema();
     let keys = column_index(group)
-        .and_then(|index| distinct_values(&statistics, &input.schema(), index))
+        .and_then(|index| {
+            let column = statistics.column_statistics.get(index)?;
+            distinct_values(column, schema.field(index).data_type())
+        })
         .unwrap_or(rows);
     Ok(Some((rows, keys.min(rows))))
 }

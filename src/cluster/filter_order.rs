@@ -28,7 +28,7 @@ use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 
 use super::filter_rule::FilterRule;
 use super::like_segments;
-use crate::table::selectivity::estimated_selectivity;
+use crate::table::selectivity::{compared, estimated_selectivity};
 
 /// Orders the conditions of each filter of two or more.
 pub(super) const FILTER_ORDER: FilterRule = FilterRule {
@@ -143,23 +143,12 @@ fn ranged_together(
 /// The column `condition` bounds, where it compares a column with a literal by `<`,
 /// `<=`, `>` or `>=`.
 fn bounded_column(condition: &Arc<dyn PhysicalExpr>) -> Option<usize> {
-    let binary = condition.as_any().downcast_ref::<BinaryExpr>()?;
-    if !matches!(
-        binary.op(),
+    let (column, op, _) = compared(condition)?;
+    matches!(
+        op,
         Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
-    ) {
-        return None;
-    }
-    let (left, right) = (binary.left().as_any(), binary.right().as_any());
-    let column = match (
-        left.downcast_ref::<Column>(),
-        right.downcast_ref::<Column>(),
-    ) {
-        (Some(column), None) if right.is::<Literal>() => column,
-        (None, Some(column)) if left.is::<Literal>() => column,
-        _ => return None,
-    };
-    Some(column.index())
+    )
+    .then(|| column.index())
 }
 
 /// The relative cost per row of evaluating `expr` on an input of `schema`.

@@ -28,9 +28,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::Schema;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{JoinSide, JoinType, Statistics};
+use datafusion::common::{JoinSide, JoinType};
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::physical_expr::expressions::Column;
@@ -47,6 +46,7 @@ use datafusion::prelude::SessionConfig;
 use super::aggregate_reduction::JOIN_KEYS_REDUCE_AGGREGATES;
 use super::filter_estimates::FILTER_ESTIMATES;
 use super::join_order::{SELECTIVE_JOINS_FIRST, SEMI_JOINS_BEFORE_INNER_JOINS};
+use crate::table::selectivity::distinct_values;
 
 /// A build side under this many bytes is broadcast (where that is correct).
 pub const BROADCAST_BYTES: u64 = 8 * 1024 * 1024;
@@ -326,8 +326,8 @@ fn key_columns(keys: &[Arc<dyn PhysicalExpr>]) -> Option<Vec<&Column>> {
 }
 
 /// Whether `input`'s statistics show that at least half of its rows repeat a key: the
-/// keys have at most half as many distinct values as there are rows (a distinct count,
-/// or the width of an integer or decimal key's range). Aggregating keys that hardly
+/// keys have at most half as many distinct values as there are rows
+/// ([`distinct_values`]). Aggregating keys that hardly
 /// repeat costs more than shuffling them (TPC-H q4's orders keys in lineitem).
 fn keys_repeat(input: &Arc<dyn ExecutionPlan>, columns: &[&Column]) -> Result<bool> {
     let statistics = input.partition_statistics(None)?;
@@ -337,29 +337,12 @@ fn keys_repeat(input: &Arc<dyn ExecutionPlan>, columns: &[&Column]) -> Result<bo
     let schema = input.schema();
     let mut distinct: usize = 1;
     for column in columns {
-        let Some(values) = distinct_values(&statistics, &schema, column.index()) else {
+        let data_type = schema.field(column.index()).data_type();
+        let column_statistics = statistics.column_statistics.get(column.index());
+        let Some(values) = column_statistics.and_then(|c| distinct_values(c, data_type)) else {
             return Ok(false);
         };
         distinct = distinct.saturating_mul(values);
     }
     Ok(distinct.saturating_mul(2) <= rows)
-}
-
-/// How many distinct values column `index` has at most, by the statistics: its distinct
-/// count, or the width of an integer or decimal column's range.
-pub(super) fn distinct_values(
-    statistics: &Statistics,
-    schema: &Schema,
-    index: usize,
-) -> Option<usize> {
-    let stats = statistics.column_statistics.get(index)?;
-    let counted = stats.distinct_count.get_value().copied();
-    let data_type = schema.field(index).data_type();
-    let ranged = match (stats.min_value.get_value(), stats.max_value.get_value()) {
-        (Some(min), Some(max)) if data_type.is_integer() || data_type.is_decimal() => {
-            min.distance(max).map(|width| width.saturating_add(1))
-        }
-        _ => None,
-    };
-    counted.or(ranged)
 }

@@ -68,25 +68,16 @@ pub fn estimated_selectivity(
 }
 
 /// The share an equality (`=`, `!=`, `IN`) of a column with literals keeps, where the
-/// column's distinct values are known (counted, or the whole numbers its range holds):
-/// one of them per literal.
+/// column's distinct values are known ([`distinct_values`]): one of them per literal.
 fn distinct_share(
     condition: &Arc<dyn PhysicalExpr>,
     schema: &Schema,
     columns: &[ColumnStatistics],
 ) -> Option<f64> {
     let distinct = |column: &Column| {
-        let statistics = columns.get(column.index())?;
-        if let Some(&count) = statistics.distinct_count.get_value() {
-            return (count > 0).then_some(count as f64);
-        }
         let data_type = schema.fields().get(column.index())?.data_type();
-        if !(data_type.is_integer() || *data_type == DataType::Date32) {
-            return None;
-        }
-        let min = number(statistics.min_value.get_value()?)?;
-        let max = number(statistics.max_value.get_value()?)?;
-        (max >= min).then_some(max - min + 1.0)
+        let count = distinct_values(columns.get(column.index())?, data_type)?;
+        (count > 0).then_some(count as f64)
     };
     if let Some((column, op, _)) = compared(condition) {
         let one = 1.0 / distinct(column)?;
@@ -107,6 +98,24 @@ fn distinct_share(
     }
     let some = (list.list().len() as f64 / distinct(column)?).min(1.0);
     Some(if list.negated() { 1.0 - some } else { some })
+}
+
+/// How many distinct values a column of `data_type` has at most, by its statistics: its
+/// distinct count, or the values its range holds (integers, decimals at their scale,
+/// dates).
+pub fn distinct_values(column: &ColumnStatistics, data_type: &DataType) -> Option<usize> {
+    if let Some(&count) = column.distinct_count.get_value() {
+        return Some(count);
+    }
+    let (min, max) = (column.min_value.get_value()?, column.max_value.get_value()?);
+    let width = match (min, max) {
+        (ScalarValue::Date32(Some(min)), ScalarValue::Date32(Some(max))) => {
+            usize::try_from(max.checked_sub(*min)?).ok()
+        }
+        _ if data_type.is_integer() || data_type.is_decimal() => min.distance(max),
+        _ => None,
+    };
+    width.map(|width| width.saturating_add(1))
 }
 
 /// A condition's share where the column statistics do not tell it as a whole.
@@ -145,8 +154,8 @@ fn guess(condition: &Arc<dyn PhysicalExpr>, schema: &Schema, columns: &[ColumnSt
     OTHER
 }
 
-/// `column op value`, also written `value op column`.
-fn compared(condition: &Arc<dyn PhysicalExpr>) -> Option<(&Column, Operator, &ScalarValue)> {
+/// `column op value`, also written `value op column` (then with `op` swapped).
+pub fn compared(condition: &Arc<dyn PhysicalExpr>) -> Option<(&Column, Operator, &ScalarValue)> {
     let binary = condition.as_any().downcast_ref::<BinaryExpr>()?;
     let (left, right) = (binary.left().as_any(), binary.right().as_any());
     match (
