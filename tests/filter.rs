@@ -111,3 +111,27 @@ fn excluded_columns_are_never_referenced() {
     let p = filters_to_predicate(&[col("id").gt(lit(5i64)), col("name").is_null()], &columns);
     assert_eq!(p.expect("some").to_string(), "id > 5");
 }
+
+#[test]
+fn long_in_lists_reach_the_reader_as_their_range() {
+    use floe::table::row_filter::{MAX_READER_IN_VALUES, for_reader};
+    let values = |n: i64| (0..n).map(|v| lit(100 - 7 * v)).collect::<Vec<_>>();
+    let short = col("id").in_list(values(MAX_READER_IN_VALUES as i64), false);
+    assert_eq!(for_reader(&short), Some(short.clone()));
+    let mut long = values(20);
+    long.push(lit(datafusion::common::ScalarValue::Int64(None)));
+    let range = for_reader(&col("id").in_list(long.clone(), false)).expect("a range");
+    assert_eq!(
+        range,
+        col("id")
+            .gt_eq(lit(-33i64))
+            .and(col("id").lt_eq(lit(100i64)))
+    );
+    // NOT IN a long list is left to DataFusion; so is a list of expressions.
+    assert_eq!(for_reader(&col("id").in_list(long, true)), None);
+    let mut computed = values(20);
+    computed.push(col("id") + lit(1i64));
+    assert_eq!(for_reader(&col("id").in_list(computed, false)), None);
+    let other = col("id").gt(lit(5i64));
+    assert_eq!(for_reader(&other), Some(other.clone()));
+}

@@ -165,6 +165,31 @@ def test_the_reader_filters_rows_itself_only_for_selective_filters(cur, schema):
         cur.execute(f"ALTER TABLE {table} SET TBLPROPERTIES ('read.parquet.row-filter' = 'sometimes')")
 
 
+def test_a_long_in_list_reaches_the_reader_as_the_range_of_its_values(cur, schema):
+    """Iceberg's reader tests an IN list value by value, so a list of more than 8 values
+    reaches it as the range its values span: values close together still skip the
+    pages outside it; spread out, the reader gets no row filter; `NOT IN` such a list
+    it does not get. DataFusion's filter above applies the list itself."""
+    table = f"{schema}.listed"
+    cur.execute(f"CREATE TABLE {table} TBLPROPERTIES ('write.parquet.page-row-limit' = '100') AS "
+                f"SELECT value AS id, 'row ' || value AS s FROM generate_series(1, 10000)")
+    close = [5000 + 3 * i for i in range(20)]
+    spread = [1 + 499 * i for i in range(20)] + [20000]
+
+    def listed(values, negated=""):
+        return f"SELECT id, s FROM {table} WHERE id {negated}IN ({', '.join(map(str, values))}, NULL)"
+
+    assert sorted(r["id"] for r in query(cur, listed(close)).to_pylist()) == close
+    assert sorted(r["id"] for r in query(cur, listed(spread)).to_pylist()) == spread[:-1]
+    assert query(cur, listed(close, "NOT ")).num_rows == 0  # NULL in the list: never TRUE
+    kept = f"SELECT count(*) AS n FROM {table} WHERE id NOT IN ({', '.join(map(str, close))})"
+    assert query(cur, kept).to_pylist() == [{"n": 10000 - len(close)}]
+    # As with the reader given no filter at all, but fewer bytes: pages were skipped.
+    ranged = bytes_read(cur, listed(close))
+    cur.execute(f"ALTER TABLE {table} SET TBLPROPERTIES ('read.parquet.row-filter' = 'never')")
+    assert ranged < bytes_read(cur, listed(close))
+
+
 def test_a_filter_evaluates_its_cheap_selective_conditions_first(cur, schema):
     """A filter's conditions are evaluated cheapest per row removed first, by the
     manifests' bounds and counts: a range of dates keeping 13% of the rows before a

@@ -18,6 +18,7 @@ pub mod refs;
 pub mod resolve;
 pub mod row_level;
 pub mod running;
+mod semi_join_keys;
 pub mod session;
 mod shared_subplans;
 mod show;
@@ -465,7 +466,13 @@ impl Engine {
             return Ok(frame.execute_stream().await?);
         }
         if let LogicalPlan::Analyze(analyze) = &query.plan {
-            let explain = self.cluster.explain_analyze(&query.ctx, &analyze.input);
+            let explain = async {
+                let filtered = self
+                    .with_semi_join_keys_computed(&query.ctx, &analyze.input, None)
+                    .await?;
+                let input = filtered.as_ref().unwrap_or(&analyze.input);
+                self.cluster.explain_analyze(&query.ctx, input).await
+            };
             let rows = self
                 .within_timeout(explain)
                 .await
@@ -484,6 +491,11 @@ impl Engine {
             .await
             .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e))?;
         let plan = computed.as_ref().unwrap_or(&query.plan);
+        let filtered = self
+            .with_semi_join_keys_computed(&query.ctx, plan, deadline)
+            .await
+            .map_err(|e| planning_failure(&query.ctx, plan, &query.catalog, e))?;
+        let plan = filtered.as_ref().unwrap_or(plan);
         self.cluster
             .run_query(&query.ctx, plan, schema, deadline)
             .await

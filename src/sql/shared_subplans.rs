@@ -107,7 +107,7 @@ fn repeated_grouped_subquery(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> 
 
 /// Reads a table and groups its rows; refers to no outer column and calls nothing
 /// volatile, so computing it once gives what each use would.
-fn worth_computing_once(plan: &LogicalPlan) -> Result<bool> {
+pub(super) fn worth_computing_once(plan: &LogicalPlan) -> Result<bool> {
     let (mut scans, mut aggregates, mut unsafe_to_share) = (false, false, false);
     plan.apply_with_subqueries(|node| {
         match node {

@@ -43,7 +43,7 @@ use iceberg::table::Table;
 use super::constants;
 use super::filter::{Columns, filters_to_predicate, to_predicate};
 use super::nested::{fit_reshaped, in_file_shapes, reshaped_fields};
-use super::row_filter::RowFilter;
+use super::row_filter::{self, RowFilter};
 use super::{projected_arrow_schema, projected_id_schema};
 use super::{statistics, warm};
 use crate::arrow_compat::conform_batch;
@@ -384,7 +384,11 @@ pub async fn plan_scan(
         let read_columns = columns().excluding(filled_without_file(metadata, &schema));
         let read_filters: Vec<(Expr, Predicate)> = filters
             .iter()
-            .filter_map(|f| Some((f.clone(), to_predicate(f, &read_columns)?)))
+            .filter_map(row_filter::for_reader)
+            .filter_map(|f| {
+                let predicate = to_predicate(&f, &read_columns)?;
+                Some((f, predicate))
+            })
             .collect();
         (filters_to_predicate(filters, &columns()), read_filters)
     } else {
