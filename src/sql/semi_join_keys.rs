@@ -8,9 +8,12 @@
 //! [`MAX_KEYS`] distinct keys, the semi join becomes the filter `x IN (k1, k2, …)`: the
 //! files and row groups that hold none of the keys are skipped, DataFusion carries the
 //! filter through the inner joins on `x` to the other tables (q18's lineitem), and the
-//! joins are planned on what is left. With more keys the job is dropped and the statement
-//! runs as planned (computing the subquery again). Where the other side is small enough
-//! to be broadcast, the plan is good as it is and nothing is computed first.
+//! joins are planned on what is left. With more keys, whose rows still fit in
+//! `shared_subplans::MAX_BYTES`, the semi join reads those rows from memory: their size
+//! known, they are broadcast and the other side is not shuffled. Past that the job is
+//! dropped and the statement runs as planned (computing the subquery again). Where the
+//! other side is small enough to be broadcast, the plan is good as it is and nothing is
+//! computed first.
 //!
 //! Only where that cannot change the answer: the subquery reads a table, refers to no
 //! outer column and calls nothing volatile (as `shared_subplans`), the join has one key,
@@ -21,6 +24,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, JoinType, NullEquality, ScalarValue};
 use datafusion::logical_expr::{Expr, Filter, Join, LogicalPlan, lit};
@@ -28,7 +32,7 @@ use datafusion::prelude::SessionContext;
 use futures::TryStreamExt;
 
 use super::Engine;
-use super::shared_subplans::worth_computing_once;
+use super::shared_subplans::{MAX_BYTES, read_from_memory, worth_computing_once};
 use crate::cluster::{BROADCAST_ROWS, Deadline};
 use crate::error::Result;
 
@@ -38,8 +42,8 @@ const MAX_KEYS: usize = 1024;
 
 impl Engine {
     /// `plan` optimized, with each semi join on a `HAVING` subquery (see the module
-    /// documentation) replaced by a filter on the keys the subquery gave. `None` if there
-    /// is none, or none gave few enough keys.
+    /// documentation) replaced by a filter on the keys the subquery gave, or reading its
+    /// rows from memory. `None` if there is none, or none was computed.
     pub(super) async fn with_semi_join_keys_computed(
         &self,
         ctx: &Arc<SessionContext>,
@@ -50,27 +54,25 @@ impl Engine {
             return Ok(None);
         }
         let optimized = ctx.state().optimize(plan)?;
-        let mut filters = Vec::new();
+        let mut replacements = Vec::new();
         for (join, subquery_key) in having_semi_joins(&optimized)? {
             if !too_large_to_broadcast(ctx, &join.left).await? {
                 continue;
             }
-            if let Some(keys) = self
-                .computed_keys(ctx, &join.right, &subquery_key, deadline)
-                .await?
-            {
-                filters.push((LogicalPlan::Join(join.clone()), keys_filter(&join, keys)?));
+            let computed = self
+                .computed(ctx, &join.right, &subquery_key, deadline)
+                .await?;
+            if let Some(replacement) = computed.map(|c| c.replacing(&join)).transpose()? {
+                replacements.push((LogicalPlan::Join(join), replacement));
             }
         }
-        if filters.is_empty() {
+        if replacements.is_empty() {
             return Ok(None);
         }
         let plan = optimized
             .transform_down(|node| {
-                Ok(match filters.iter().find(|(join, _)| *join == node) {
-                    Some((_, filter)) => {
-                        Transformed::new(filter.clone(), true, TreeNodeRecursion::Jump)
-                    }
+                Ok(match replacements.iter().find(|(join, _)| *join == node) {
+                    Some((_, new)) => Transformed::new(new.clone(), true, TreeNodeRecursion::Jump),
                     None => Transformed::no(node),
                 })
             })?
@@ -78,40 +80,82 @@ impl Engine {
         Ok(Some(plan))
     }
 
-    /// The distinct non-NULL values of `key` in what `subquery` gives, or `None` (its job
-    /// cancelled) past [`MAX_KEYS`] of them.
-    async fn computed_keys(
+    /// What `subquery` gives: its distinct non-NULL values of `key`, if at most
+    /// [`MAX_KEYS`], else its rows, if they fit in [`MAX_BYTES`]; else `None` (its job
+    /// cancelled).
+    async fn computed(
         &self,
         ctx: &Arc<SessionContext>,
         subquery: &LogicalPlan,
         key: &Column,
         deadline: Option<Deadline>,
-    ) -> Result<Option<Vec<ScalarValue>>> {
+    ) -> Result<Option<Computed>> {
         let index = subquery.schema().index_of_column(key)?;
         let schema = Arc::new(subquery.schema().as_arrow().clone());
         let mut stream = self
             .cluster
             .run_query(ctx, subquery, schema, deadline)
             .await?;
-        let mut keys = HashSet::new();
+        let (mut keys, mut batches, mut bytes) = (Some(HashSet::new()), Vec::new(), 0);
         while let Some(batch) = stream.try_next().await? {
-            let Some(column) = batch.columns().get(index) else {
+            bytes += batch.get_array_memory_size();
+            if bytes > MAX_BYTES {
+                tracing::debug!("a HAVING subquery gave more than {MAX_BYTES} bytes: joined");
                 return Ok(None);
-            };
-            for row in 0..batch.num_rows() {
-                if column.is_valid(row) {
-                    keys.insert(ScalarValue::try_from_array(column, row)?);
+            }
+            if let Some(found) = &mut keys {
+                let Some(column) = batch.columns().get(index) else {
+                    return Ok(None);
+                };
+                for row in (0..batch.num_rows()).filter(|row| column.is_valid(*row)) {
+                    found.insert(ScalarValue::try_from_array(column, row)?);
+                }
+                if found.len() > MAX_KEYS {
+                    keys = None;
                 }
             }
-            if keys.len() > MAX_KEYS {
-                tracing::debug!("a HAVING subquery gave more than {MAX_KEYS} keys: joined");
-                return Ok(None);
-            }
+            batches.push(batch);
         }
-        let mut keys: Vec<ScalarValue> = keys.into_iter().collect();
-        // In order, for a plan that reads the same every time.
-        keys.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-        Ok(Some(keys))
+        Ok(Some(match keys {
+            Some(keys) => Computed::Keys(keys.into_iter().collect()),
+            None => Computed::Rows(batches),
+        }))
+    }
+}
+
+/// A `HAVING` subquery computed.
+enum Computed {
+    /// Its distinct keys: few.
+    Keys(Vec<ScalarValue>),
+    /// Its rows, too many keys for a list.
+    Rows(Vec<RecordBatch>),
+}
+
+impl Computed {
+    /// What replaces `join`: a filter of its left input on the keys (none: no row), or
+    /// the join reading the subquery's rows from memory.
+    fn replacing(self, join: &Join) -> Result<LogicalPlan> {
+        let left_key = join.on[0].0.clone();
+        let predicate = match self {
+            Self::Keys(keys) if keys.is_empty() => lit(false),
+            Self::Keys(mut keys) => {
+                // In order, for a plan that reads the same every time.
+                keys.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+                left_key.in_list(keys.into_iter().map(lit).collect(), false)
+            }
+            Self::Rows(batches) => {
+                let LogicalPlan::SubqueryAlias(alias) = join.right.as_ref() else {
+                    return Ok(LogicalPlan::Join(join.clone()));
+                };
+                let mut join = join.clone();
+                join.right = Arc::new(read_from_memory(alias, batches)?);
+                return Ok(LogicalPlan::Join(join));
+            }
+        };
+        Ok(LogicalPlan::Filter(Filter::try_new(
+            predicate,
+            join.left.clone(),
+        )?))
     }
 }
 
@@ -195,17 +239,4 @@ fn having_subquery(plan: &LogicalPlan) -> Result<bool> {
         };
     }
     Ok(filters_aggregates(input) && worth_computing_once(plan)?)
-}
-
-/// The filter that replaces `join`: its left key among `keys` (none: no row).
-fn keys_filter(join: &Join, keys: Vec<ScalarValue>) -> Result<LogicalPlan> {
-    let left_key = join.on[0].0.clone();
-    let predicate = match keys.is_empty() {
-        true => lit(false),
-        false => left_key.in_list(keys.into_iter().map(lit).collect(), false),
-    };
-    Ok(LogicalPlan::Filter(Filter::try_new(
-        predicate,
-        join.left.clone(),
-    )?))
 }

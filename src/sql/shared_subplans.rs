@@ -24,7 +24,7 @@ use crate::error::Result;
 
 /// Rows of a shared subquery kept in memory at most (they are shipped in each task's
 /// plan that reads them, once per use, within Ballista's 16 MiB messages).
-const MAX_BYTES: usize = 2 << 20;
+pub(super) const MAX_BYTES: usize = 2 << 20;
 
 impl Engine {
     /// `query`'s plan with its repeated subquery (if any) computed and in its place.
@@ -54,19 +54,7 @@ impl Engine {
             );
             return Ok(None);
         };
-        // As the plan declares them (the batches' own schema may differ in nullability).
-        let batches = batches
-            .into_iter()
-            .map(|batch| RecordBatch::try_new(schema.clone(), batch.columns().to_vec()))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let rows = Arc::new(MemTable::try_new(schema, vec![batches])?);
-        let computed =
-            LogicalPlanBuilder::scan(alias.alias.clone(), provider_as_source(rows), None)?
-                .build()?;
-        let computed = LogicalPlan::SubqueryAlias(SubqueryAlias::try_new(
-            Arc::new(computed),
-            alias.alias.clone(),
-        )?);
+        let computed = read_from_memory(alias, batches)?;
         let plan = query
             .plan
             .clone()
@@ -79,6 +67,27 @@ impl Engine {
             .data;
         Ok(Some(plan))
     }
+}
+
+/// `alias` read from `batches`, its rows computed: a plan that travels to the executors
+/// with them.
+pub(super) fn read_from_memory(
+    alias: &SubqueryAlias,
+    batches: Vec<RecordBatch>,
+) -> Result<LogicalPlan> {
+    // As the plan declares them (the batches' own schema may differ in nullability).
+    let schema = Arc::new(alias.input.schema().as_arrow().clone());
+    let batches = batches
+        .into_iter()
+        .map(|batch| RecordBatch::try_new(schema.clone(), batch.columns().to_vec()))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let rows = Arc::new(MemTable::try_new(schema, vec![batches])?);
+    let computed =
+        LogicalPlanBuilder::scan(alias.alias.clone(), provider_as_source(rows), None)?.build()?;
+    Ok(LogicalPlan::SubqueryAlias(SubqueryAlias::try_new(
+        Arc::new(computed),
+        alias.alias.clone(),
+    )?))
 }
 
 /// The largest subquery alias that appears more than once in `plan` (counting plans
