@@ -6,6 +6,7 @@ pub mod alter;
 pub mod alter_forms;
 pub mod ddl;
 pub mod dialect;
+mod having_joins;
 pub mod ingest;
 pub mod like;
 pub mod merge;
@@ -18,7 +19,6 @@ pub mod refs;
 pub mod resolve;
 pub mod row_level;
 pub mod running;
-mod semi_join_keys;
 pub mod session;
 mod shared_subplans;
 mod show;
@@ -468,7 +468,7 @@ impl Engine {
         if let LogicalPlan::Analyze(analyze) = &query.plan {
             let explain = async {
                 let filtered = self
-                    .with_semi_join_keys_computed(&query.ctx, &analyze.input, None)
+                    .with_having_subqueries_computed(&query.ctx, &analyze.input, None)
                     .await?;
                 let input = filtered.as_ref().unwrap_or(&analyze.input);
                 self.cluster.explain_analyze(&query.ctx, input).await
@@ -492,7 +492,7 @@ impl Engine {
             .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e))?;
         let plan = computed.as_ref().unwrap_or(&query.plan);
         let filtered = self
-            .with_semi_join_keys_computed(&query.ctx, plan, deadline)
+            .with_having_subqueries_computed(&query.ctx, plan, deadline)
             .await
             .map_err(|e| planning_failure(&query.ctx, plan, &query.catalog, e))?;
         let plan = filtered.as_ref().unwrap_or(plan);
