@@ -168,8 +168,10 @@ pub async fn discard_writes(planned: &Table, write_ids: &[String]) {
     delete_all(&file_io, &locations).await;
     let write_ids = write_ids.to_vec();
     tokio::spawn(async move {
+        let failed = std::time::Instant::now();
         for delay in SWEEP_DELAYS {
             tokio::time::sleep(delay).await;
+            note_late_files(&file_io, &locations, failed.elapsed()).await;
             delete_all(&file_io, &locations).await;
         }
         // Until here a coordinator restart deletes them again.
@@ -177,6 +179,22 @@ pub async fn discard_writes(planned: &Table, write_ids: &[String]) {
             journal::end(write_id);
         }
     });
+}
+
+/// Warns of each directory of a failed write that is there again after its deletion,
+/// where the storage can tell (a local file system; an object store's prefix never
+/// "exists").
+async fn note_late_files(file_io: &FileIO, locations: &[String], since_failure: Duration) {
+    for location in locations {
+        if file_io.exists(location).await.unwrap_or(false) {
+            tracing::warn!(
+                location,
+                seconds = since_failure.as_secs_f64(),
+                "files of a failed write are there again (a task that finished after the \
+                 write failed, or a deletion that failed); deleting them again"
+            );
+        }
+    }
 }
 
 /// Deletes the given write directories. Some storages (the local file system) block
