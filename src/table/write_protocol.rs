@@ -13,7 +13,8 @@
 //! 3. **A failed job deletes the write's directory.** If the job fails, nothing was
 //!    committed: the coordinator deletes the write's directory through the table's
 //!    `FileIO` ([`discard_writes`]) at once, and again after [`SWEEP_DELAYS`] for tasks
-//!    of the failed job that were still finishing. The cost is that of one write.
+//!    of the failed job that were still finishing (a sweep that finds the directory
+//!    there again says so in the log). The cost is that of one write.
 //! 4. **One commit, then by outcome** ([`commit_write`]). The coordinator commits the
 //!    job's files once, in one snapshot whose summary holds the write id
 //!    (`floe.write-id`): an append, or an overwrite that also removes files (`overwrite`);
