@@ -32,7 +32,7 @@ use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 
 use super::join_order::{children_with, projected_columns, rows, side_of, unlimited};
 use super::joins::{BROADCAST_ROWS, HashJoinRule};
-use crate::table::selectivity::distinct_values;
+use crate::table::selectivity::column_distinct_values;
 
 /// An aggregate of fewer rows (by the estimates) costs less than what the semi join adds:
 /// a stage computing the keys, broadcast. TPC-H q2's aggregate of 160,000 rows took as
@@ -194,10 +194,7 @@ fn rows_and_keys(input: &Plan, group: &Arc<dyn PhysicalExpr>) -> Result<Option<(
     };
     let schema = input.schema();
     let keys = column_index(group)
-        .and_then(|index| {
-            let column = statistics.column_statistics.get(index)?;
-            distinct_values(column, schema.field(index).data_type())
-        })
+        .and_then(|index| column_distinct_values(&statistics.column_statistics, &schema, index))
         .unwrap_or(rows);
     Ok(Some((rows, keys.min(rows))))
 }

@@ -46,7 +46,7 @@ use datafusion::prelude::SessionConfig;
 use super::aggregate_reduction::JOIN_KEYS_REDUCE_AGGREGATES;
 use super::filter_estimates::FILTER_ESTIMATES;
 use super::join_order::{SELECTIVE_JOINS_FIRST, SEMI_JOINS_BEFORE_INNER_JOINS};
-use crate::table::selectivity::distinct_values;
+use crate::table::selectivity::column_distinct_values;
 
 /// A build side under this many bytes is broadcast (where that is correct).
 pub const BROADCAST_BYTES: u64 = 8 * 1024 * 1024;
@@ -327,7 +327,7 @@ fn key_columns(keys: &[Arc<dyn PhysicalExpr>]) -> Option<Vec<&Column>> {
 
 /// Whether `input`'s statistics show that at least half of its rows repeat a key: the
 /// keys have at most half as many distinct values as there are rows
-/// ([`distinct_values`]). Aggregating keys that hardly
+/// ([`column_distinct_values`]). Aggregating keys that hardly
 /// repeat costs more than shuffling them (TPC-H q4's orders keys in lineitem).
 fn keys_repeat(input: &Arc<dyn ExecutionPlan>, columns: &[&Column]) -> Result<bool> {
     let statistics = input.partition_statistics(None)?;
@@ -337,9 +337,8 @@ fn keys_repeat(input: &Arc<dyn ExecutionPlan>, columns: &[&Column]) -> Result<bo
     let schema = input.schema();
     let mut distinct: usize = 1;
     for column in columns {
-        let data_type = schema.field(column.index()).data_type();
-        let column_statistics = statistics.column_statistics.get(column.index());
-        let Some(values) = column_statistics.and_then(|c| distinct_values(c, data_type)) else {
+        let columns = &statistics.column_statistics;
+        let Some(values) = column_distinct_values(columns, &schema, column.index()) else {
             return Ok(false);
         };
         distinct = distinct.saturating_mul(values);

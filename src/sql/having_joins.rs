@@ -30,6 +30,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, JoinSide, JoinType, NullEquality, ScalarValue};
+use datafusion::execution::SessionState;
 use datafusion::logical_expr::{Expr, Filter, Join, LogicalPlan, lit};
 use datafusion::prelude::SessionContext;
 use futures::TryStreamExt;
@@ -55,10 +56,12 @@ impl Engine {
         if matches!(plan, LogicalPlan::Explain(_)) || !may_join_having_subquery(plan)? {
             return Ok(None);
         }
-        let optimized = ctx.state().optimize(plan)?;
+        // One copy of the session state (each copy copies its function registries).
+        let state = ctx.state();
+        let optimized = state.optimize(plan)?;
         let mut replacements = Vec::new();
         for candidate in having_joins(&optimized)? {
-            if !too_large_to_broadcast(ctx, candidate.other_side()).await? {
+            if !too_large_to_broadcast(&state, candidate.other_side()).await? {
                 continue;
             }
             let computed = self.computed(ctx, &candidate, deadline).await?;
@@ -217,9 +220,10 @@ fn filtered_by_keys(
 /// Whether the planner estimates more rows for `side` than it broadcasts. A smaller
 /// side is broadcast to the subquery, whose aggregate then groups only the rows of its
 /// keys (`cluster::aggregate_reduction`): computing the whole subquery first would cost
-/// more than it saves.
-async fn too_large_to_broadcast(ctx: &SessionContext, side: &LogicalPlan) -> Result<bool> {
-    let planned = ctx.state().create_physical_plan(side).await?;
+/// more than it saves. (The table provider keeps the scans planned here: the statement's
+/// plan reuses each that it asks for unchanged.)
+async fn too_large_to_broadcast(state: &SessionState, side: &LogicalPlan) -> Result<bool> {
+    let planned = state.create_physical_plan(side).await?;
     let rows = planned.partition_statistics(None)?.num_rows;
     Ok(rows
         .get_value()

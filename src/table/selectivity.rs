@@ -75,8 +75,7 @@ fn distinct_share(
     columns: &[ColumnStatistics],
 ) -> Option<f64> {
     let distinct = |column: &Column| {
-        let data_type = schema.fields().get(column.index())?.data_type();
-        let count = distinct_values(columns.get(column.index())?, data_type)?;
+        let count = column_distinct_values(columns, schema, column.index())?;
         (count > 0).then_some(count as f64)
     };
     if let Some((column, op, _)) = compared(condition) {
@@ -98,6 +97,15 @@ fn distinct_share(
     }
     let some = (list.list().len() as f64 / distinct(column)?).min(1.0);
     Some(if list.negated() { 1.0 - some } else { some })
+}
+
+/// [`distinct_values`] of column `index` of `schema`, with `columns` its statistics.
+pub fn column_distinct_values(
+    columns: &[ColumnStatistics],
+    schema: &Schema,
+    index: usize,
+) -> Option<usize> {
+    distinct_values(columns.get(index)?, schema.fields().get(index)?.data_type())
 }
 
 /// How many distinct values a column of `data_type` has at most, by its statistics: its
