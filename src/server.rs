@@ -38,6 +38,9 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
         executor_timeout: config.executor_timeout,
     })
     .await?;
+    if config.local_executors > 0 {
+        cluster.hold_stage_outputs(config.shuffle_memory, config.shuffle_compression)?;
+    }
     let executors = (0..config.local_executors)
         .map(|_| {
             cluster.spawn_local_executor(

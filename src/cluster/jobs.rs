@@ -19,6 +19,7 @@ use datafusion::prelude::SessionContext;
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::{mpsc, oneshot};
 
+use super::held_outputs::held_outputs;
 use super::result_files::{self, End, LivePartition, live};
 use super::{Cluster, MAX_MESSAGE_SIZE, Scheduler, explain};
 use crate::error::{ErrorKind, FloeError, Result};
@@ -148,6 +149,9 @@ impl Cluster {
             .await
             .map_err(|e| FloeError::internal(format!("submitting the job: {e}")))?;
         self.jobs.add(&job_id);
+        if !self.has_remote_executors().await {
+            held_outputs().open_job(&job_id);
+        }
         statements::note_job(&job_id);
         if self.jobs.stopping.load(Ordering::SeqCst) {
             // Shutdown began while the job was being submitted.
@@ -299,6 +303,9 @@ struct ExecutorWatch {
 impl ExecutorWatch {
     async fn check(&mut self, cluster: &Cluster, job_id: &str) -> Result<()> {
         let alive = cluster.executor_ids().await;
+        if alive.len() > cluster.local_results.work_dir_count() {
+            held_outputs().release_to_files();
+        }
         if let Some(lost) = self.depends_on.iter().find(|id| !alive.contains(*id)) {
             return Err(FloeError::unavailable(format!(
                 "{EXECUTOR_LOST} {lost}: not heard from for executor_timeout_secs while the \
@@ -381,6 +388,7 @@ impl ActiveJobs {
         if let Ok(mut running) = self.running.lock() {
             running.remove(job_id);
         }
+        held_outputs().close_job(job_id);
     }
 
     pub(super) fn running(&self) -> Vec<String> {

@@ -16,6 +16,7 @@ mod explain;
 mod filter_estimates;
 mod filter_order;
 mod filter_rule;
+mod held_outputs;
 mod jobs;
 mod join_order;
 mod joins;
@@ -200,6 +201,18 @@ impl Cluster {
             shuffle_compression,
             work_dir,
         ))
+    }
+
+    /// Lets the in-process executors keep up to `budget` bytes of hash-partitioned stage
+    /// outputs in memory (`held_outputs`), written as `compression` says should they
+    /// have to leave it.
+    pub fn hold_stage_outputs(&self, budget: u64, compression: ShuffleCompression) -> Result<()> {
+        let options = compression.ipc_options().map_err(|e| {
+            FloeError::internal(format!("shuffle compression {compression:?}: {e}"))
+        })?;
+        let budget = usize::try_from(budget).unwrap_or(usize::MAX);
+        held_outputs::held_outputs().configure(budget, options);
+        Ok(())
     }
 
     /// Removes the in-process executors' work directories (on shutdown).

@@ -38,6 +38,7 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::SendTimeoutError;
 
+use super::held_outputs::HeldFirstReaderExec;
 use super::shuffle_files::StageOutput;
 
 /// How long a result batch may wait for room in the coordinator's memory queue before
@@ -180,9 +181,9 @@ pub(super) fn with_local_reads(
 ) -> DfResult<Arc<dyn ExecutionPlan>> {
     let plan = plan.transform(
         |plan| match plan.as_any().downcast_ref::<ShuffleReaderExec>() {
-            Some(reader) => Ok(Transformed::yes(
-                Arc::new(reader.with_work_dir(work_dir.to_string())) as Arc<dyn ExecutionPlan>,
-            )),
+            Some(reader) => Ok(Transformed::yes(Arc::new(HeldFirstReaderExec::new(
+                reader.with_work_dir(work_dir.to_string()),
+            )) as Arc<dyn ExecutionPlan>)),
             None => Ok(Transformed::no(plan)),
         },
     )?;

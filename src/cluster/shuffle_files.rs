@@ -14,7 +14,9 @@
 //!   file (Ballista's block transport);
 //! - each partition's rows are gathered into batches of the session's batch size, so
 //!   that many output partitions do not hand the next stage many small batches;
-//! - a task holds at most [`MAX_GATHERED_BYTES`] of such rows, so nothing spills.
+//! - a task holds at most [`MAX_GATHERED_BYTES`] of such rows, so nothing spills;
+//! - in `floe serve`'s in-process executors the outputs stay in memory while they fit
+//!   the budget (`held_outputs`), read from there by the tasks of the same process.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -40,6 +42,7 @@ use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
+use super::held_outputs::{OutputKey, held_outputs, write_file};
 use super::result_files::{as_task_error, stage_metrics, with_local_reads};
 
 /// Batches in flight between a task's plan and the thread writing its files.
@@ -101,18 +104,22 @@ impl StageOutput {
     /// The file of output `partition` (written by task `task` if the stage is
     /// partitioned), where Ballista's shuffle reads look for it; its directory is made.
     pub(super) fn file(&self, partition: usize, task: Option<usize>) -> DfResult<PathBuf> {
-        let path = create_shuffle_path(
+        let path = self.path(partition, task)?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        Ok(path)
+    }
+
+    fn path(&self, partition: usize, task: Option<usize>) -> DfResult<PathBuf> {
+        create_shuffle_path(
             &self.work_dir,
             &self.job_id,
             self.stage_id,
             partition,
             task.map(|task| task as u64),
             false,
-        )?;
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        Ok(path)
+        )
     }
 }
 
@@ -152,6 +159,7 @@ impl QueryStageExecutor for PartitionedStageExec {
     ) -> DfResult<Vec<ShuffleWritePartition>> {
         let metrics = WriteMetrics::new(&self.metrics, input_partition);
         let files = PartitionFiles {
+            holding: held_outputs().holds_for(&self.output.job_id),
             output: self.output.clone(),
             task: input_partition,
             schema: self.input.schema(),
@@ -225,6 +233,8 @@ impl WriteMetrics {
 
 /// One task's output files, written on a blocking thread.
 struct PartitionFiles {
+    /// Whether the outputs are held in memory (until one does not fit).
+    holding: bool,
     output: StageOutput,
     /// The task's input partition.
     task: usize,
@@ -243,9 +253,16 @@ struct PartitionFiles {
 struct PartitionFile {
     path: PathBuf,
     pending: BatchCoalescer,
-    writer: StreamWriter<BufWriter<File>>,
+    sink: Sink,
     batches: u64,
     rows: u64,
+}
+
+/// Where an output's batches go.
+enum Sink {
+    /// Held in memory, with the bytes reserved for them.
+    Held(Vec<RecordBatch>, usize),
+    File(StreamWriter<BufWriter<File>>),
 }
 
 impl PartitionFiles {
@@ -265,7 +282,8 @@ impl PartitionFiles {
     }
 
     fn add(&mut self, partition: usize, rows: RecordBatch) -> DfResult<()> {
-        let _timer = self.metrics.write_time.timer();
+        let write_time = self.metrics.write_time.clone();
+        let _timer = write_time.timer();
         if self.outputs[partition].is_none() {
             self.outputs[partition] = Some(self.create(partition)?);
         }
@@ -274,9 +292,22 @@ impl PartitionFiles {
         };
         let before = output.pending.get_buffered_rows();
         output.pending.push_batch(rows)?;
-        output.write_completed(&self.metrics)?;
+        let fits = output.write_completed(&self.output, &self.metrics)?;
         self.gathered_rows =
             (self.gathered_rows + output.pending.get_buffered_rows()).saturating_sub(before);
+        self.write_files_unless(fits)
+    }
+
+    /// Once an output does not fit the budget of held outputs, all of the task's
+    /// outputs go to files.
+    fn write_files_unless(&mut self, fits: bool) -> DfResult<()> {
+        if fits || !self.holding {
+            return Ok(());
+        }
+        self.holding = false;
+        for output in self.outputs.iter_mut().flatten() {
+            output.write_to_file(&self.output, &self.schema, &self.options)?;
+        }
         Ok(())
     }
 
@@ -290,10 +321,12 @@ impl PartitionFiles {
             let Some(output) = largest else {
                 return Ok(());
             };
-            let _timer = self.metrics.write_time.timer();
+            let write_time = self.metrics.write_time.clone();
+            let _timer = write_time.timer();
             let rows = output.pending.get_buffered_rows();
             output.pending.finish_buffered_batch()?;
-            output.write_completed(&self.metrics)?;
+            let fits = output.write_completed(&self.output, &self.metrics)?;
+            self.write_files_unless(fits)?;
             if rows == 0 {
                 self.gathered_rows = 0;
                 return Ok(());
@@ -304,10 +337,13 @@ impl PartitionFiles {
     }
 
     fn create(&self, partition: usize) -> DfResult<PartitionFile> {
-        let path = self.output.file(partition, Some(self.task))?;
-        let file = BufWriter::new(File::create(&path)?);
+        let path = self.output.path(partition, Some(self.task))?;
+        let sink = match self.holding {
+            true => Sink::Held(Vec::new(), 0),
+            false => Sink::File(write_file(&path, &self.schema, &[], &self.options)?),
+        };
         Ok(PartitionFile {
-            writer: StreamWriter::try_new_with_options(file, &self.schema, self.options.clone())?,
+            sink,
             pending: BatchCoalescer::new(self.schema.clone(), self.batch_size)
                 .with_biggest_coalesce_batch_size(Some(self.batch_size / 2)),
             path,
@@ -324,13 +360,37 @@ impl PartitionFiles {
                 continue;
             };
             output.pending.finish_buffered_batch()?;
-            output.write_completed(&self.metrics)?;
-            output.writer.finish()?;
+            if !output.write_completed(&self.output, &self.metrics)? {
+                output.write_to_file(&self.output, &self.schema, &self.options)?;
+            }
+            let num_bytes = match output.sink {
+                Sink::File(mut writer) => {
+                    writer.finish()?;
+                    std::fs::metadata(&output.path)?.len()
+                }
+                Sink::Held(batches, bytes) => {
+                    let key = OutputKey {
+                        stage: self.output.stage_id,
+                        partition,
+                        task: self.task as u64,
+                    };
+                    let (job, schema) = (&self.output.job_id, self.schema.clone());
+                    let path = output.path.clone();
+                    match held_outputs().hold(job, key, batches, bytes, path, schema) {
+                        None => bytes as u64,
+                        Some(batches) => {
+                            write_file(&output.path, &self.schema, &batches, &self.options)?
+                                .finish()?;
+                            std::fs::metadata(&output.path)?.len()
+                        }
+                    }
+                }
+            };
             written.push(ShuffleWritePartition {
                 partition_id: partition as u64,
                 num_batches: output.batches,
                 num_rows: output.rows,
-                num_bytes: std::fs::metadata(&output.path)?.len(),
+                num_bytes,
                 file_id: Some(self.task as u64),
                 is_sort_shuffle: false,
             });
@@ -360,12 +420,42 @@ fn column_bytes(column: &ArrayRef) -> usize {
 }
 
 impl PartitionFile {
-    fn write_completed(&mut self, metrics: &WriteMetrics) -> DfResult<()> {
+    /// Writes (or holds) the batches completed so far; false if a batch to hold did not
+    /// fit the budget (it is kept, to be written to the file).
+    fn write_completed(&mut self, output: &StageOutput, metrics: &WriteMetrics) -> DfResult<bool> {
+        let mut fits = true;
         while let Some(batch) = self.pending.next_completed_batch() {
-            self.writer.write(&batch)?;
             self.batches += 1;
             self.rows += batch.num_rows() as u64;
             metrics.output_rows.add(batch.num_rows());
+            match &mut self.sink {
+                Sink::File(writer) => writer.write(&batch)?,
+                Sink::Held(batches, reserved) => {
+                    let bytes = sliced_bytes(&batch);
+                    if fits && held_outputs().reserve(&output.job_id, bytes) {
+                        *reserved += bytes;
+                    } else {
+                        fits = false;
+                    }
+                    batches.push(batch);
+                }
+            }
+        }
+        Ok(fits)
+    }
+
+    /// Writes the held batches to the file, which takes the rest; gives their
+    /// reservation back.
+    fn write_to_file(
+        &mut self,
+        output: &StageOutput,
+        schema: &SchemaRef,
+        options: &IpcWriteOptions,
+    ) -> DfResult<()> {
+        if let Sink::Held(batches, reserved) = &self.sink {
+            let writer = write_file(&self.path, schema, batches, options)?;
+            held_outputs().unreserve(&output.job_id, *reserved);
+            self.sink = Sink::File(writer);
         }
         Ok(())
     }

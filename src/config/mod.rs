@@ -24,6 +24,7 @@ pub struct FileConfig {
     pub executor_slots: Option<usize>,
     pub executor_memory_mb: Option<u64>,
     pub shuffle_compression: Option<ShuffleCompression>,
+    pub shuffle_memory_mb: Option<u64>,
     pub target_partitions: Option<usize>,
     pub statement_timeout_secs: Option<u64>,
     pub executor_wait_secs: Option<u64>,
@@ -127,6 +128,11 @@ pub struct ServeArgs {
     /// tasks and the coordinator of this machine read them from the page cache)
     #[arg(long, env = "FLOE_SHUFFLE_COMPRESSION", value_enum)]
     pub shuffle_compression: Option<ShuffleCompression>,
+    /// Memory in MiB that in-process executors may keep hash-partitioned stage outputs
+    /// in, instead of files, for the tasks of this process to read (default: an eighth
+    /// of the machine's memory; 0 = always files).
+    #[arg(long, env = "FLOE_SHUFFLE_MEMORY_MB")]
+    pub shuffle_memory_mb: Option<u64>,
     /// Partitions a scan is split into at most (default: number of CPUs).
     #[arg(long, env = "FLOE_TARGET_PARTITIONS")]
     pub target_partitions: Option<usize>,
@@ -263,6 +269,8 @@ pub struct ServeConfig {
     /// Memory the tasks of each in-process executor may hold, in bytes; `None`: no limit.
     pub executor_memory: Option<u64>,
     pub shuffle_compression: ShuffleCompression,
+    /// Bytes in-process executors may keep stage outputs in (0: none).
+    pub shuffle_memory: u64,
     pub target_partitions: usize,
     /// Longest a statement's job may run; `None`: no limit.
     pub statement_timeout: Option<Duration>,
@@ -462,6 +470,10 @@ impl ServeConfig {
                 .shuffle_compression
                 .or(file.shuffle_compression)
                 .unwrap_or_default(),
+            shuffle_memory: match args.shuffle_memory_mb.or(file.shuffle_memory_mb) {
+                Some(mb) => mb.saturating_mul(1024 * 1024),
+                None => crate::cluster::memory_share(0.125).unwrap_or(0),
+            },
             target_partitions,
             statement_timeout,
             executor_wait,

@@ -1,0 +1,82 @@
+"""Hash-partitioned stage outputs of `floe serve`'s in-process executors stay in memory
+(`shuffle_memory_mb`) for the tasks of the same process to read: the answers are those
+read from files, a budget too small for them sends the rest to files, and the shuffles
+are not written to disk."""
+
+import pyarrow as pa
+import pytest
+
+from conftest import Server, query
+
+ROWS = 400_000
+FILES = 4
+# Each hash-shuffles its rows (the grouping ones most) and answers in a few rows: the
+# job's result, and a side of a join small enough to broadcast, are files either way.
+QUERIES = [
+    "SELECT count(*) AS groups, sum(n) AS n, max(m) AS m FROM "
+    "(SELECT k % 50000 AS g, count(*) AS n, max(s) AS m FROM t GROUP BY 1)",
+    "SELECT s, count(DISTINCT v) AS d FROM t GROUP BY s ORDER BY d DESC, s LIMIT 20",
+    "SELECT count(*) AS n, sum(a.v * b.v) AS p FROM t a JOIN t b ON a.k = b.k + 1",
+]
+GROUPINGS = 2
+
+
+def load(server: Server):
+    t = server.pyiceberg().create_table("default.t", schema=pa.schema([
+        pa.field("k", pa.int64()), pa.field("v", pa.int64()), pa.field("s", pa.string())]))
+    per_file = ROWS // FILES
+    for f in range(FILES):
+        k = pa.array(range(f * per_file, (f + 1) * per_file), pa.int64())
+        t.append(pa.table({
+            "k": k,
+            "v": pa.array([(x * 7919) % 1001 for x in k.to_pylist()], pa.int64()),
+            "s": [f"s{x % 3000}" for x in k.to_pylist()],
+        }))
+
+
+def bytes_written(server: Server) -> int:
+    io = open(f"/proc/{server.process.proc.pid}/io").read()
+    return int(next(line for line in io.splitlines() if line.startswith("wchar:")).split()[1])
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    started = {}
+    try:
+        for name, args in [("held", []), ("files", ["--shuffle-memory-mb", "0"]),
+                           ("tiny", ["--shuffle-memory-mb", "1"])]:
+            server = Server(tmp_path_factory.mktemp(name) / "data",
+                            ["--local-query-max-bytes", "0", "--target-partitions", "4", *args])
+            started[name] = server
+            load(server)
+        yield started
+    finally:
+        for server in started.values():
+            server.stop()
+
+
+def run_all(server: Server):
+    """The answers, and the bytes the server wrote while it computed the groupings."""
+    with server.connect() as conn, conn.cursor() as cur:
+        query(cur, QUERIES[0])  # the table's metadata read and cached
+        before = bytes_written(server)
+        answers = [query(cur, sql) for sql in QUERIES[:GROUPINGS]]
+        written = bytes_written(server) - before
+        return answers + [query(cur, sql) for sql in QUERIES[GROUPINGS:]], written
+
+
+def test_held_shuffles_give_the_answers_of_files_and_skip_the_disk(servers):
+    held, held_written = run_all(servers["held"])
+    files, files_written = run_all(servers["files"])
+    tiny, _ = run_all(servers["tiny"])
+    for sql, a, b, c in zip(QUERIES, held, files, tiny):
+        assert a.num_rows > 0, sql
+        assert a == b, sql
+        assert c == b, sql
+    assert files_written > 10_000_000, files_written
+    assert held_written < files_written / 20, (held_written, files_written)
+
+
+def test_a_budget_too_small_for_a_shuffle_writes_it_to_files(servers):
+    _, tiny_written = run_all(servers["tiny"])
+    assert tiny_written > 5_000_000, tiny_written
