@@ -3,6 +3,9 @@
 read from files, a budget too small for them sends the rest to files, and the shuffles
 are not written to disk."""
 
+import threading
+import time
+
 import pyarrow as pa
 import pytest
 
@@ -80,3 +83,31 @@ def test_held_shuffles_give_the_answers_of_files_and_skip_the_disk(servers):
 def test_a_budget_too_small_for_a_shuffle_writes_it_to_files(servers):
     _, tiny_written = run_all(servers["tiny"])
     assert tiny_written > 5_000_000, tiny_written
+
+
+def test_held_outputs_are_let_go_when_a_job_ends_or_its_client_goes(tmp_path):
+    from test_cancel import _kill_a_client_mid_query  # noqa: PLC0415
+    from test_operations import http_get, metrics_server, samples  # noqa: PLC0415
+
+    server, base = metrics_server(tmp_path, "--local-query-max-bytes", "0", "--target-partitions", "4")
+
+    def held_bytes():
+        return samples(http_get(f"{base}/metrics")[1])["floe_shuffle_memory_bytes"]
+
+    try:
+        load(server)
+        with server.connect() as conn, conn.cursor() as cur:
+            for sql in QUERIES:
+                query(cur, sql)
+        assert held_bytes() == 0
+        # A grouping of many keys over rows without end shuffles its rows as they come.
+        endless = "SELECT count(*) AS n FROM (SELECT value % 1000003 AS g FROM range(100000000000) GROUP BY 1)"
+        seen = []
+        watcher = threading.Thread(target=lambda: [seen.append(held_bytes()) or time.sleep(0.1) for _ in range(15)])
+        watcher.start()
+        assert _kill_a_client_mid_query(server, endless)
+        watcher.join()
+        assert max(seen) > 0, seen
+        assert held_bytes() == 0
+    finally:
+        server.stop()

@@ -43,6 +43,7 @@ impl Cluster {
             executors_alive: self.registered_executors().await,
             jobs_running: jobs.len(),
             tasks_running,
+            shuffle_memory_bytes: super::held_outputs::held_outputs().bytes(),
         }
     }
 

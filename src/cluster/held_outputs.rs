@@ -139,6 +139,11 @@ impl HeldOutputs {
         }
     }
 
+    /// Bytes held or reserved now.
+    pub(super) fn bytes(&self) -> usize {
+        self.state().used
+    }
+
     /// Whether `job`'s tasks may hold their outputs.
     pub(super) fn holds_for(&self, job: &str) -> bool {
         let state = self.state();

@@ -53,6 +53,8 @@ pub struct ClusterGauges {
     pub executors_alive: usize,
     pub jobs_running: usize,
     pub tasks_running: usize,
+    /// Bytes of stage outputs held in memory (or reserved for them).
+    pub shuffle_memory_bytes: usize,
 }
 
 /// What the statement registry looks like when scraped.
@@ -219,6 +221,11 @@ impl Metrics {
                 "floe_tasks_running",
                 "Tasks running on executors.",
                 cluster.tasks_running,
+            ),
+            (
+                "floe_shuffle_memory_bytes",
+                "Bytes of stage outputs in-process executors hold in memory (shuffle_memory_mb).",
+                cluster.shuffle_memory_bytes,
             ),
         ];
         for (name, help, value) in gauges {
