@@ -36,14 +36,21 @@ use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder,
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
+use futures::future::BoxFuture;
 
-/// A held output: a job's stage, output partition and writing task (Ballista's file id).
+/// A held output: a job's stage, output partition and, if the stage is hash-partitioned,
+/// writing task (Ballista's file id).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub(super) struct OutputKey {
     pub stage: usize,
     pub partition: usize,
-    pub task: u64,
+    pub task: Option<u64>,
 }
+
+/// Whether a job's stage is its result stage (`None`: not known), as the coordinator's
+/// scheduler says.
+pub(super) type ResultStageLookup =
+    Arc<dyn Fn(String, usize) -> BoxFuture<'static, Option<bool>> + Send + Sync>;
 
 /// One held output, and the file it stands for (written if it must leave memory).
 struct Held {
@@ -64,6 +71,8 @@ struct State {
     budget: usize,
     /// How the in-process executors write their outputs, should held ones be written.
     options: IpcWriteOptions,
+    /// The job's result stage is never held: the coordinator reads it as files.
+    result_stage: Option<ResultStageLookup>,
     /// Bytes held or reserved by writing tasks.
     used: usize,
     /// The jobs whose outputs may be held, and what they hold.
@@ -96,10 +105,32 @@ impl HeldOutputs {
 
     /// Sets the most bytes held at once, and how held outputs are written should they
     /// leave memory (the coordinator, as it starts its in-process executors).
-    pub(super) fn configure(&self, budget: usize, options: IpcWriteOptions) {
+    pub(super) fn configure(
+        &self,
+        budget: usize,
+        options: IpcWriteOptions,
+        result_stage: ResultStageLookup,
+    ) {
         let mut state = self.state();
         state.budget = budget;
         state.options = options;
+        state.result_stage = Some(result_stage);
+    }
+
+    /// Whether the output of an unpartitioned `stage` of `job` may be held: the job's
+    /// tasks may hold outputs, and the stage is known not to be the job's result.
+    pub(super) async fn holds_unpartitioned(&self, job: &str, stage: usize) -> bool {
+        let lookup = {
+            let state = self.state();
+            if state.used >= state.budget || !state.jobs.contains_key(job) {
+                return false;
+            }
+            state.result_stage.clone()
+        };
+        match lookup {
+            Some(lookup) => lookup(job.to_string(), stage).await == Some(false),
+            None => false,
+        }
     }
 
     /// Lets `job`'s tasks hold their outputs.
@@ -208,7 +239,7 @@ impl HeldOutputs {
         let key = OutputKey {
             stage: location.partition_id.stage_id,
             partition: location.partition_id.partition_id,
-            task: location.file_id?,
+            task: location.file_id,
         };
         let state = self.state();
         let outputs = state.jobs.get(&location.partition_id.job_id)?;

@@ -254,6 +254,16 @@ impl Cluster {
             .map(|(id, _)| *id)
     }
 
+    /// Whether `stage` is the job's result stage, once the job is planned.
+    pub(super) async fn is_result_stage(&self, job_id: &str, stage: usize) -> Option<bool> {
+        let jobs = self.scheduler.state.task_manager.get_running_job_cache();
+        let graph = jobs.get(job_id)?.execution_graph.read().await;
+        graph
+            .stages()
+            .get(&stage)
+            .map(|stage| output_links(stage).is_empty())
+    }
+
     /// Refuses new jobs and cancels the running ones: used on shutdown, when the
     /// in-process executors stop too, so in-flight statements fail cleanly instead of
     /// waiting for executors that will not come back.

@@ -211,7 +211,12 @@ impl Cluster {
             FloeError::internal(format!("shuffle compression {compression:?}: {e}"))
         })?;
         let budget = usize::try_from(budget).unwrap_or(usize::MAX);
-        held_outputs::held_outputs().configure(budget, options);
+        let cluster = self.clone();
+        let result_stage: held_outputs::ResultStageLookup = Arc::new(move |job, stage| {
+            let cluster = cluster.clone();
+            Box::pin(async move { cluster.is_result_stage(&job, stage).await })
+        });
+        held_outputs::held_outputs().configure(budget, options, result_stage);
         Ok(())
     }
 

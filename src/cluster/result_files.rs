@@ -31,15 +31,15 @@ use datafusion::arrow::ipc::writer::{IpcWriteOptions, StreamWriter};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{EmptyRecordBatchStream, ExecutionPlan};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::SendTimeoutError;
 
-use super::held_outputs::HeldFirstReaderExec;
-use super::shuffle_files::StageOutput;
+use super::held_outputs::{HeldFirstReaderExec, OutputKey, held_outputs};
+use super::shuffle_files::{StageOutput, sliced_bytes};
 
 /// How long a result batch may wait for room in the coordinator's memory queue before
 /// it and the rest of its partition go to the file: a client reading steadily paces the
@@ -85,12 +85,22 @@ impl QueryStageExecutor for ResultStageExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DfResult<Vec<ShuffleWritePartition>> {
-        let path = self.output.file(partition, None)?;
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
         let mut input = self
             .input
             .execute(partition, context)
             .map_err(as_task_error)?;
+        let (job, stage) = (&self.output.job_id, self.output.stage_id);
+        if held_outputs().holds_unpartitioned(job, stage).await {
+            match self.hold(partition, input).await? {
+                Ok(held) => {
+                    output_rows.add(held.num_rows as usize);
+                    return Ok(vec![held]);
+                }
+                Err(to_file) => input = to_file,
+            }
+        }
+        let path = self.output.file(partition, None)?;
         let schema = input.schema();
         let progress = Arc::new(Progress::default());
         let options = self.output.compression.ipc_options()?;
@@ -160,6 +170,62 @@ impl QueryStageExecutor for ResultStageExec {
     fn collect_plan_metrics(&self) -> Vec<MetricsSet> {
         stage_metrics(&self.metrics, &self.input)
     }
+}
+
+impl ResultStageExec {
+    /// Holds the partition's output in memory (`held_outputs`: the stage is not the
+    /// job's result) while it fits; past that, gives back a stream of what it read and
+    /// the rest, for the file.
+    async fn hold(
+        &self,
+        partition: usize,
+        mut input: SendableRecordBatchStream,
+    ) -> DfResult<Result<ShuffleWritePartition, SendableRecordBatchStream>> {
+        let (job, held) = (&self.output.job_id, held_outputs());
+        let schema = input.schema();
+        let (mut batches, mut bytes, mut rows) = (Vec::new(), 0, 0);
+        while let Some(batch) = input.next().await {
+            let batch = batch.map_err(as_task_error)?;
+            let size = sliced_bytes(&batch);
+            if !held.reserve(job, size) {
+                held.unreserve(job, bytes);
+                batches.push(batch);
+                return Ok(Err(batches_then(schema, batches, input)));
+            }
+            bytes += size;
+            rows += batch.num_rows();
+            batches.push(batch);
+        }
+        let num_batches = batches.len() as u64;
+        let key = OutputKey {
+            stage: self.output.stage_id,
+            partition,
+            task: None,
+        };
+        let path = self.output.path(partition, None)?;
+        if let Some(batches) = held.hold(job, key, batches, bytes, path, schema.clone()) {
+            let nothing_more = Box::pin(EmptyRecordBatchStream::new(schema.clone()));
+            return Ok(Err(batches_then(schema, batches, nothing_more)));
+        }
+        Ok(Ok(ShuffleWritePartition {
+            partition_id: partition as u64,
+            num_batches,
+            num_rows: rows as u64,
+            num_bytes: bytes as u64,
+            file_id: None,
+            is_sort_shuffle: false,
+        }))
+    }
+}
+
+/// `batches`, then what `rest` yields.
+fn batches_then(
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+    rest: SendableRecordBatchStream,
+) -> SendableRecordBatchStream {
+    let batches = futures::stream::iter(batches.into_iter().map(Ok));
+    Box::pin(RecordBatchStreamAdapter::new(schema, batches.chain(rest)))
 }
 
 /// A stage's metrics as Ballista's writers report them: the writer's own, then those of

@@ -111,7 +111,7 @@ impl StageOutput {
         Ok(path)
     }
 
-    fn path(&self, partition: usize, task: Option<usize>) -> DfResult<PathBuf> {
+    pub(super) fn path(&self, partition: usize, task: Option<usize>) -> DfResult<PathBuf> {
         create_shuffle_path(
             &self.work_dir,
             &self.job_id,
@@ -372,7 +372,7 @@ impl PartitionFiles {
                     let key = OutputKey {
                         stage: self.output.stage_id,
                         partition,
-                        task: self.task as u64,
+                        task: Some(self.task as u64),
                     };
                     let (job, schema) = (&self.output.job_id, self.schema.clone());
                     let path = output.path.clone();
@@ -403,7 +403,7 @@ impl PartitionFiles {
 /// slice's `get_array_memory_size` counts the whole of the buffers they share (a partial
 /// aggregate of 1.5 M groups reports 4.4 GB over its 184 slices); this counts what the
 /// slices span, and for string and binary views the long values they point to.
-fn sliced_bytes(batch: &RecordBatch) -> usize {
+pub(super) fn sliced_bytes(batch: &RecordBatch) -> usize {
     batch.columns().iter().map(column_bytes).sum()
 }
 
