@@ -1,5 +1,6 @@
-//! Hash-partitioned stage outputs that `floe serve`'s in-process executors keep in
-//! memory instead of writing them to files.
+//! Stage outputs that `floe serve`'s in-process executors keep in memory instead of
+//! writing them to files: hash-partitioned ones, and unpartitioned ones other than the
+//! job's result (a broadcast join's side), which the coordinator reads as files.
 //!
 //! A shuffle written to a file costs a copy into the page cache and a copy out, and
 //! encoding and decoding Arrow IPC; on this project's 2-core VM, writing the 170 MB

@@ -203,9 +203,8 @@ impl Cluster {
         ))
     }
 
-    /// Lets the in-process executors keep up to `budget` bytes of hash-partitioned stage
-    /// outputs in memory (`held_outputs`), written as `compression` says should they
-    /// have to leave it.
+    /// Lets the in-process executors keep up to `budget` bytes of stage outputs in memory
+    /// (`held_outputs`), written as `compression` says should they have to leave it.
     pub fn hold_stage_outputs(&self, budget: u64, compression: ShuffleCompression) -> Result<()> {
         let options = compression.ipc_options().map_err(|e| {
             FloeError::internal(format!("shuffle compression {compression:?}: {e}"))

@@ -10,7 +10,8 @@
 //! coordinator only briefly ([`SPILL_AFTER`]): past that, the rest goes to the file, so
 //! a stalled client holds disk, not an executor slot. Finished partitions of in-process
 //! executors are read from their files ([`LocalResultFiles`]); remote ones through the
-//! executor's Flight service.
+//! executor's Flight service. In-process executors keep the outputs of the other
+//! unpartitioned stages (a broadcast join's side) in memory (`held_outputs`).
 
 use std::fmt;
 use std::fs::File;

@@ -128,9 +128,9 @@ pub struct ServeArgs {
     /// tasks and the coordinator of this machine read them from the page cache)
     #[arg(long, env = "FLOE_SHUFFLE_COMPRESSION", value_enum)]
     pub shuffle_compression: Option<ShuffleCompression>,
-    /// Memory in MiB that in-process executors may keep hash-partitioned stage outputs
-    /// in, instead of files, for the tasks of this process to read (default: an eighth
-    /// of the machine's memory; 0 = always files).
+    /// Memory in MiB that in-process executors may keep stage outputs (the jobs' results
+    /// aside) in, instead of files, for the tasks of this process to read (default: an
+    /// eighth of the machine's memory; 0 = always files).
     #[arg(long, env = "FLOE_SHUFFLE_MEMORY_MB")]
     pub shuffle_memory_mb: Option<u64>,
     /// Partitions a scan is split into at most (default: number of CPUs).
