@@ -3,8 +3,11 @@
 read from files, a budget too small for them sends the rest to files, and the shuffles
 are not written to disk."""
 
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -109,3 +112,45 @@ def test_held_outputs_are_let_go_when_a_job_ends_or_its_client_goes(tmp_path):
         assert held_bytes() == 0
     finally:
         server.stop()
+
+
+def test_an_executor_of_another_process_joining_sends_held_outputs_to_files(tmp_path, servers):
+    from test_operations import http_get, metrics_server, samples  # noqa: PLC0415
+
+    server, base = metrics_server(tmp_path, "--local-query-max-bytes", "0", "--target-partitions", "4")
+    executor = client = None
+
+    def held_bytes():
+        return samples(http_get(f"{base}/metrics")[1])["floe_shuffle_memory_bytes"]
+
+    def wait_for(condition):
+        deadline = time.time() + 30
+        while not condition() and time.time() < deadline:
+            time.sleep(0.1)
+        return condition()
+
+    try:
+        load(server)
+        # A job that holds shuffled rows while it runs, until its client goes.
+        endless = "SELECT count(*) AS n FROM (SELECT value % 1000003 AS g FROM range(100000000000) GROUP BY 1)"
+        reader = ("import sys; sys.path.insert(0, sys.argv[2]); from floe_flight import FloeFlightClient; "
+                  f"FloeFlightClient(sys.argv[1]).query({endless!r})")
+        client = subprocess.Popen([sys.executable, "-c", reader, server.uri, str(Path(__file__).parent.parent)])
+        assert wait_for(lambda: held_bytes() > 0)
+        executor = server.start_executor(tmp_path / "executor.log", slots=2)
+        assert wait_for(lambda: "stage outputs go to files" in server.process.output())
+        assert held_bytes() == 0
+        client.kill()
+        assert wait_for(lambda: "cancelled job" in server.process.output())
+        # Both executors share the work now, through files; the answers stay right.
+        files, _ = run_all(servers["files"])
+        with server.connect() as conn, conn.cursor() as cur:
+            for sql, expected in zip(QUERIES, files):
+                assert query(cur, sql) == expected, sql
+        assert held_bytes() == 0
+    finally:
+        if client is not None:
+            client.kill()
+        server.stop()
+        if executor is not None:
+            executor.stop()
