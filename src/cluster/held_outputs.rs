@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
 use ballista_core::execution_plans::ShuffleReaderExec;
@@ -250,7 +250,7 @@ impl HeldOutputs {
 
 /// Writes `batches` as an Arrow IPC file at `path`, where Ballista's readers find it.
 pub(super) fn write_file(
-    path: &PathBuf,
+    path: &Path,
     schema: &SchemaRef,
     batches: &[RecordBatch],
     options: &IpcWriteOptions,

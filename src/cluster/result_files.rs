@@ -240,8 +240,9 @@ pub(super) fn stage_metrics(
     all
 }
 
-/// `plan` with its shuffle reads finding local files in this executor's `work_dir`, as
-/// Ballista's engine sets them up.
+/// `plan` with its shuffle reads taking the outputs held in this process from memory
+/// (`held_outputs`) and finding local files in this executor's `work_dir`, as Ballista's
+/// engine sets them up.
 pub(super) fn with_local_reads(
     plan: Arc<dyn ExecutionPlan>,
     work_dir: &str,
