@@ -53,6 +53,7 @@ pub async fn serve(config: ServeConfig) -> Result<()> {
     cluster
         .wait_for_executors(config.local_executors, Duration::from_secs(60))
         .await?;
+    cluster.local_executors_registered();
     tracing::info!(
         scheduler = %config.scheduler_addr,
         local_executors = config.local_executors,

@@ -81,6 +81,32 @@ def test_held_shuffles_give_the_answers_of_files_and_skip_the_disk(servers):
     assert held_written < files_written / 20, (held_written, files_written)
 
 
+def test_two_clients_at_once_and_an_empty_shuffle(servers):
+    files, _ = run_all(servers["files"])
+    results, errors = {}, []
+
+    def client(name):
+        try:
+            with servers["held"].connect() as conn, conn.cursor() as cur:
+                results[name] = [[query(cur, sql) for sql in QUERIES] for _ in range(3)]
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(name,)) for name in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    for rounds in results.values():
+        for answers in rounds:
+            assert answers == files
+    # Groups of no rows: no task has an output to hold, and none is read.
+    empty = "SELECT k % 50000 AS g, count(*) AS n FROM t WHERE v < 0 GROUP BY 1"
+    with servers["held"].connect() as conn, conn.cursor() as cur:
+        assert query(cur, empty).num_rows == 0
+
+
 def test_a_budget_too_small_for_a_shuffle_writes_it_to_files(servers):
     _, tiny_written = run_all(servers["tiny"])
     assert tiny_written > 5_000_000, tiny_written

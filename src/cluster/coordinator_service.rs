@@ -20,6 +20,19 @@ use super::{MAX_MESSAGE_SIZE, Scheduler};
 use crate::catalog::credentials::{self, RENEW_ACTION};
 use crate::codec::task_groups;
 
+/// Ballista's scheduler call by which an executor registers.
+const REGISTER_EXECUTOR: &str = "/ballista.protobuf.SchedulerGrpc/RegisterExecutor";
+
+/// An executor registering once the in-process ones have is of another process: before
+/// the scheduler may give it a task that fetches a held stage output, the held ones go to
+/// their files (`held_outputs`).
+async fn note_registration<B>(request: axum::http::Request<B>) -> axum::http::Request<B> {
+    if request.uri().path() == REGISTER_EXECUTOR {
+        super::held_outputs::held_outputs().note_registration();
+    }
+    request
+}
+
 /// Serves the scheduler and the coordinator's own actions on `listener` (as Ballista's own
 /// `start_grpc_service` does, with the peer address that executors registering from
 /// an unspecified host need).
@@ -31,7 +44,10 @@ pub async fn serve(listener: tokio::net::TcpListener, scheduler: Scheduler) -> s
     routes
         .add_service(scheduler)
         .add_service(FlightServiceServer::new(CoordinatorService));
-    let router = routes.routes().into_axum_router();
+    let router = routes
+        .routes()
+        .into_axum_router()
+        .layer(axum::middleware::map_request(note_registration));
     axum::serve(
         listener,
         router.into_make_service_with_connect_info::<SocketAddr>(),

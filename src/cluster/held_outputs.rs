@@ -9,13 +9,15 @@
 //! its batches here ([`HeldOutputs`]) and the readers ([`HeldFirstReaderExec`]) take them,
 //! each reading the rest (anything not held) as Ballista's reader does.
 //!
-//! Held are only the outputs of jobs the coordinator opened ([`HeldOutputs::open_job`]),
-//! when no executor of another process could need to fetch them, up to a budget of
+//! Held are only the outputs of jobs the coordinator opened ([`HeldOutputs::open_job`])
+//! while no executor of another process could need to fetch them, up to a budget of
 //! bytes (`shuffle_memory_mb`): a task whose outputs do not fit writes them all to files.
 //! A job's outputs are dropped when the coordinator sees it end. A `floe executor`
 //! process opens no job, so its outputs are always files, which other processes fetch
-//! through its Flight service. Should an executor of another process register while
-//! jobs hold outputs, they are written to their files and nothing is held any more.
+//! through its Flight service. When an executor of another process registers (before
+//! the scheduler takes it), the held outputs are written to their files and nothing is
+//! held any more; as a job starts, and every second while one runs, the coordinator
+//! also checks for such executors.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -48,10 +50,9 @@ pub(super) struct OutputKey {
     pub task: Option<u64>,
 }
 
-/// Whether a job's stage is its result stage (`None`: not known), as the coordinator's
-/// scheduler says.
+/// A job's result stage (`None`: not planned yet), as the coordinator's scheduler says.
 pub(super) type ResultStageLookup =
-    Arc<dyn Fn(String, usize) -> BoxFuture<'static, Option<bool>> + Send + Sync>;
+    Arc<dyn Fn(String) -> BoxFuture<'static, Option<usize>> + Send + Sync>;
 
 /// One held output, and the file it stands for (written if it must leave memory).
 struct Held {
@@ -74,6 +75,8 @@ struct State {
     options: IpcWriteOptions,
     /// The job's result stage is never held: the coordinator reads it as files.
     result_stage: Option<ResultStageLookup>,
+    /// Whether the in-process executors have registered.
+    local_registered: bool,
     /// Bytes held or reserved by writing tasks.
     used: usize,
     /// The jobs whose outputs may be held, and what they hold.
@@ -86,6 +89,8 @@ struct JobOutputs {
     /// Bytes held or reserved by the job's tasks (a failed task's reservation included,
     /// given back when the job closes).
     bytes: usize,
+    /// The job's result stage, once looked up.
+    result_stage: Option<usize>,
 }
 
 static HELD: LazyLock<HeldOutputs> = LazyLock::new(|| HeldOutputs {
@@ -123,18 +128,49 @@ impl HeldOutputs {
     pub(super) async fn holds_unpartitioned(&self, job: &str, stage: usize) -> bool {
         let lookup = {
             let state = self.state();
-            if state.used >= state.budget || !state.jobs.contains_key(job) {
+            let Some(outputs) = state.jobs.get(job) else {
                 return false;
+            };
+            if state.used >= state.budget {
+                return false;
+            }
+            if let Some(result_stage) = outputs.result_stage {
+                return stage != result_stage;
             }
             state.result_stage.clone()
         };
-        match lookup {
-            Some(lookup) => lookup(job.to_string(), stage).await == Some(false),
-            None => false,
+        let Some(result_stage) = (match lookup {
+            Some(lookup) => lookup(job.to_string()).await,
+            None => None,
+        }) else {
+            return false;
+        };
+        if let Some(outputs) = self.state().jobs.get_mut(job) {
+            outputs.result_stage = Some(result_stage);
+        }
+        stage != result_stage
+    }
+
+    /// The in-process executors have registered: any executor registering from now on is
+    /// of another process.
+    pub(super) fn local_executors_registered(&self) {
+        self.state().local_registered = true;
+    }
+
+    /// An executor registers (the scheduler has not taken it yet).
+    pub(super) fn note_registration(&self) {
+        if self.state().local_registered {
+            self.release_to_files();
         }
     }
 
-    /// Lets `job`'s tasks hold their outputs.
+    /// Whether outputs may be held at all (in-process executors, no executor of another
+    /// process seen).
+    pub(super) fn may_hold(&self) -> bool {
+        self.state().budget > 0
+    }
+
+    /// Lets `job`'s tasks hold their outputs, if any may be held.
     pub(super) fn open_job(&self, job: &str) {
         let mut state = self.state();
         if state.budget > 0 {

@@ -149,9 +149,10 @@ impl Cluster {
             .await
             .map_err(|e| FloeError::internal(format!("submitting the job: {e}")))?;
         self.jobs.add(&job_id);
-        if !self.has_remote_executors().await {
-            held_outputs().open_job(&job_id);
+        if held_outputs().may_hold() && self.has_remote_executors().await {
+            held_outputs().release_to_files();
         }
+        held_outputs().open_job(&job_id);
         statements::note_job(&job_id);
         if self.jobs.stopping.load(Ordering::SeqCst) {
             // Shutdown began while the job was being submitted.
@@ -244,7 +245,7 @@ impl Cluster {
     }
 
     /// The stage whose output is the job's result, once the job is planned.
-    async fn result_stage(&self, job_id: &str) -> Option<usize> {
+    pub(super) async fn result_stage(&self, job_id: &str) -> Option<usize> {
         let jobs = self.scheduler.state.task_manager.get_running_job_cache();
         let graph = jobs.get(job_id)?.execution_graph.read().await;
         graph
@@ -252,16 +253,6 @@ impl Cluster {
             .iter()
             .find(|(_, stage)| output_links(stage).is_empty())
             .map(|(id, _)| *id)
-    }
-
-    /// Whether `stage` is the job's result stage, once the job is planned.
-    pub(super) async fn is_result_stage(&self, job_id: &str, stage: usize) -> Option<bool> {
-        let jobs = self.scheduler.state.task_manager.get_running_job_cache();
-        let graph = jobs.get(job_id)?.execution_graph.read().await;
-        graph
-            .stages()
-            .get(&stage)
-            .map(|stage| output_links(stage).is_empty())
     }
 
     /// Refuses new jobs and cancels the running ones: used on shutdown, when the

@@ -211,9 +211,9 @@ impl Cluster {
         })?;
         let budget = usize::try_from(budget).unwrap_or(usize::MAX);
         let cluster = self.clone();
-        let result_stage: held_outputs::ResultStageLookup = Arc::new(move |job, stage| {
+        let result_stage: held_outputs::ResultStageLookup = Arc::new(move |job| {
             let cluster = cluster.clone();
-            Box::pin(async move { cluster.is_result_stage(&job, stage).await })
+            Box::pin(async move { cluster.result_stage(&job).await })
         });
         held_outputs::held_outputs().configure(budget, options, result_stage);
         Ok(())
@@ -230,6 +230,12 @@ impl Cluster {
 
     pub(crate) async fn registered_executors(&self) -> usize {
         self.executor_ids().await.len()
+    }
+
+    /// The in-process executors are registered: an executor registering later is of
+    /// another process.
+    pub fn local_executors_registered(&self) {
+        held_outputs::held_outputs().local_executors_registered();
     }
 
     /// Waits until at least `n` executors are registered.
