@@ -46,6 +46,7 @@ use iceberg::writer::partitioning::clustered_writer::ClusteredWriter;
 use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
 use iceberg::writer::partitioning::unpartitioned_writer::UnpartitionedWriter;
 
+use super::write_protocol::RunningTask;
 use super::{arrow_schema, transforms};
 use crate::arrow_compat::conform_array;
 use crate::catalog::StorageSpec;
@@ -226,7 +227,7 @@ async fn write_partition(
     let prefix = format!("{}-{partition:05}-{}", spec.write_id, uuid::Uuid::new_v4());
     let file_io = spec.storage.file_io();
     let locations = RecordingLocations::under(&spec.data_location);
-    let mut cleanup = DeleteOnDrop::new(&locations, &file_io);
+    let mut cleanup = DeleteOnDrop::new(&locations, &file_io, &spec.write_id);
     let parquet = ParquetWriterBuilder::new(spec.parquet.writer_properties()?, spec.schema.clone());
     let rolling = RollingFileWriterBuilder::new(
         parquet,
@@ -391,20 +392,24 @@ pub fn form_encode(text: &str) -> String {
 }
 
 /// Deletes a task's files when the task fails or is aborted (dropped) before it
-/// returned them; the coordinator never learns about such files.
+/// returned them; the coordinator never learns about such files. The task counts as
+/// running (for the coordinator of a failed write) until they are deleted.
 pub(super) struct DeleteOnDrop {
     files: Arc<Mutex<Vec<String>>>,
     file_io: FileIO,
     armed: bool,
+    task: Option<RunningTask>,
 }
 
 impl DeleteOnDrop {
-    /// Armed until [`Self::disarm`]: the files `locations` hands out.
-    pub(super) fn new(locations: &RecordingLocations, file_io: &FileIO) -> Self {
+    /// Armed until [`Self::disarm`]: the files `locations` hands out for a task of the
+    /// write `write_id`.
+    pub(super) fn new(locations: &RecordingLocations, file_io: &FileIO, write_id: &str) -> Self {
         Self {
             files: locations.written.clone(),
             file_io: file_io.clone(),
             armed: true,
+            task: Some(RunningTask::start(write_id)),
         }
     }
 
@@ -424,12 +429,14 @@ impl Drop for DeleteOnDrop {
             return;
         };
         let file_io = self.file_io.clone();
+        let task = self.task.take();
         runtime.spawn(async move {
             for file in files {
                 if let Err(e) = file_io.delete(&file).await {
                     tracing::debug!("deleting an unfinished data file: {e}");
                 }
             }
+            drop(task);
         });
     }
 }

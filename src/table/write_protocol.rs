@@ -11,10 +11,13 @@
 //!    cancelled before it returned its file list deletes the files it opened
 //!    (`write::DeleteOnDrop`). Files a task returned belong to the coordinator.
 //! 3. **A failed job deletes the write's directory.** If the job fails, nothing was
-//!    committed: the coordinator deletes the write's directory through the table's
-//!    `FileIO` ([`discard_writes`]) at once, and again after [`SWEEP_DELAYS`] for tasks
-//!    of the failed job that were still finishing (a sweep that finds the directory
-//!    there again says so in the log). The cost is that of one write.
+//!    committed: the coordinator waits (up to [`TASK_STOP_WAIT`]) until the write's
+//!    tasks running in its own process (`floe serve`'s executors, see [`RunningTask`])
+//!    have stopped and deleted what they opened, then deletes the write's directory
+//!    through the table's `FileIO` ([`discard_writes`]), and again after
+//!    [`SWEEP_DELAYS`] for tasks of other processes that were still finishing (a sweep
+//!    that finds the directory there again says so in the log). The cost is that of one
+//!    write.
 //! 4. **One commit, then by outcome** ([`commit_write`]). The coordinator commits the
 //!    job's files once, in one snapshot whose summary holds the write id
 //!    (`floe.write-id`): an append, or an overwrite that also removes files (`overwrite`);
@@ -46,7 +49,9 @@
 //!    snapshot summary of the table, and any `_staging/` directory, older than any
 //!    running statement. (Floe does not run such a sweep yet.)
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use iceberg::io::FileIO;
 use iceberg::spec::TableMetadata;
@@ -71,6 +76,54 @@ pub const SWEEP_DELAYS: [Duration; 3] = [
 ];
 
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// How long a failed write waits for its tasks in this process to stop before its
+/// directory is deleted (they were cancelled with the job; the sweeps catch later ones).
+pub const TASK_STOP_WAIT: Duration = Duration::from_secs(5);
+
+/// The write tasks running in this process, by write id.
+static RUNNING_TASKS: LazyLock<Mutex<HashMap<String, usize>>> = LazyLock::new(Default::default);
+
+/// A write task running in this process, from its start until it stopped and, if it
+/// failed, deleted the files it opened.
+pub struct RunningTask {
+    write_id: String,
+}
+
+impl RunningTask {
+    pub fn start(write_id: &str) -> Self {
+        let mut running = RUNNING_TASKS.lock().unwrap_or_else(|e| e.into_inner());
+        *running.entry(write_id.to_string()).or_default() += 1;
+        Self {
+            write_id: write_id.to_string(),
+        }
+    }
+}
+
+impl Drop for RunningTask {
+    fn drop(&mut self) {
+        let mut running = RUNNING_TASKS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = running.get_mut(&self.write_id) {
+            *count -= 1;
+            if *count == 0 {
+                running.remove(&self.write_id);
+            }
+        }
+    }
+}
+
+fn tasks_running(write_ids: &[String]) -> bool {
+    let running = RUNNING_TASKS.lock().unwrap_or_else(|e| e.into_inner());
+    write_ids.iter().any(|id| running.contains_key(id))
+}
+
+/// Waits until no task of these writes runs in this process, or `limit` has passed.
+async fn tasks_stopped(write_ids: &[String], limit: Duration) {
+    let started = Instant::now();
+    while tasks_running(write_ids) && started.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
 
 /// The directory a write's files go to; nothing else is ever written there.
 pub fn write_location(metadata: &TableMetadata, write_id: &str) -> String {
@@ -158,9 +211,11 @@ fn written_bytes(files: &[WrittenFile]) -> u64 {
     files.iter().map(WrittenFile::size).sum()
 }
 
-/// Deletes the directories of writes that are definitely not committed, now and again
-/// after [`SWEEP_DELAYS`] (tasks of a failed job may still be finishing).
+/// Deletes the directories of writes that are definitely not committed, once their
+/// tasks in this process have stopped, and again after [`SWEEP_DELAYS`] (tasks of a
+/// failed job in other processes may still be finishing).
 pub async fn discard_writes(planned: &Table, write_ids: &[String]) {
+    tasks_stopped(write_ids, TASK_STOP_WAIT).await;
     let locations: Vec<String> = write_ids
         .iter()
         .map(|id| write_location(planned.metadata(), id))
@@ -169,7 +224,7 @@ pub async fn discard_writes(planned: &Table, write_ids: &[String]) {
     delete_all(&file_io, &locations).await;
     let write_ids = write_ids.to_vec();
     tokio::spawn(async move {
-        let failed = std::time::Instant::now();
+        let failed = Instant::now();
         for delay in SWEEP_DELAYS {
             tokio::time::sleep(delay).await;
             note_late_files(&file_io, &locations, failed.elapsed()).await;
