@@ -65,6 +65,17 @@ QUERIES = {
     "repeated subquery too large to keep": "WITH g AS (SELECT k, count(*) AS n FROM many GROUP BY k) "
                                            "SELECT count(*), sum(a.k) FROM g a JOIN g b ON a.k = b.k "
                                            "WHERE a.n = (SELECT max(n) FROM g)",
+    # ... and so is a join written twice, as TPC-H q11's (the columns read of it, under
+    # their tables' names) ...
+    "repeated join, grouped and summed": f"SELECT b1.v, sum(b2.k) AS total {PAIRS} WHERE b1.k < 200 "
+                                         f"GROUP BY b1.v HAVING sum(b2.k) > (SELECT sum(b2.k) / 150 "
+                                         f"{PAIRS} WHERE b1.k < 200)",
+    "repeated join, same names from both sides": f"SELECT b1.k, b2.k, count(*) {PAIRS} WHERE b1.k < 3 "
+                                                 f"GROUP BY b1.k, b2.k HAVING b2.k > "
+                                                 f"(SELECT max(b1.k) + 3990 {PAIRS} WHERE b1.k < 3)",
+    # ... unless the columns read of it pass 2 MiB (160,000 rows of 4 columns).
+    "repeated join too large to keep": f"SELECT count(*), sum(b1.k), sum(b2.k), sum(b1.v) {PAIRS} WHERE b1.k + b2.v > "
+                                       f"(SELECT avg(b1.k + b2.v) {PAIRS})",
     "aggregate reduced: correlated subquery": "SELECT s.k, s.v FROM small s WHERE s.v < "
                                               "(SELECT sum(b.v) + 20 FROM many b WHERE b.k = s.k)",
     "aggregate reduced: grouped subquery joined": "SELECT s.k, g.n, g.total FROM small s JOIN "

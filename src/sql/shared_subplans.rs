@@ -8,14 +8,25 @@
 //! groups rows, refers to nothing outside itself and calls nothing volatile; and its
 //! rows stay under [`MAX_BYTES`], past which its job is dropped and the statement runs
 //! as planned.
+//!
+//! The same holds for a join written twice, as TPC-H q11's `partsupp, supplier, nation`
+//! filtered to one nation, once grouped and once summed in a `HAVING` subquery: its
+//! rows (the columns the statement reads of them) are computed once, and both places
+//! read them from memory instead of scanning and joining the tables again. A join has no
+//! aggregate to keep its rows few: when they pass [`MAX_BYTES`], the statement has done
+//! part of its work once more (at most one more computation of the join).
 
 use std::sync::Arc;
 
+use std::collections::HashSet;
+
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::catalog::MemTable;
+use datafusion::common::Column;
 use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
 use datafusion::datasource::provider_as_source;
-use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder, SubqueryAlias};
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, SubqueryAlias};
 use futures::TryStreamExt;
 
 use super::{Engine, Query};
@@ -37,36 +48,115 @@ impl Engine {
         if matches!(query.plan, LogicalPlan::Explain(_)) {
             return Ok(None);
         }
-        let Some(shared) = repeated_grouped_subquery(&query.plan)? else {
+        if let Some(shared) = repeated_grouped_subquery(&query.plan)?
+            && let LogicalPlan::SubqueryAlias(alias) = &shared
+        {
+            let Some(batches) = self.compute(query, &alias.input, deadline).await? else {
+                return Ok(None);
+            };
+            let computed = read_from_memory(alias, batches)?;
+            return Ok(Some(replaced(&query.plan, &shared, &computed)?));
+        }
+        let Some(shared) = repeated_join(&query.plan)? else {
             return Ok(None);
         };
-        let LogicalPlan::SubqueryAlias(alias) = &shared else {
+        let used = used_columns(&query.plan, &shared)?;
+        let columns: Vec<Expr> = shared
+            .schema()
+            .columns()
+            .into_iter()
+            .filter(|column| used.contains(column))
+            .map(Expr::Column)
+            .collect();
+        let rows = LogicalPlanBuilder::from(shared.clone())
+            .project(columns)?
+            .build()?;
+        let Some(batches) = self.compute(query, &rows, deadline).await? else {
             return Ok(None);
         };
-        let schema = Arc::new(alias.input.schema().as_arrow().clone());
+        let computed = join_from_memory(&rows, batches)?;
+        // Every column the statement reads of the join is there: its result is as before.
+        // If not (a form this does not foresee), the statement runs as planned.
+        match replaced(&query.plan, &shared, &computed).and_then(with_schemas_recomputed) {
+            Ok(plan) if plan.schema() == query.plan.schema() => {
+                tracing::debug!("a repeated join computed once");
+                Ok(Some(plan))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The rows of `plan` (a part of `query`), if they fit in [`MAX_BYTES`].
+    async fn compute(
+        &self,
+        query: &Query,
+        plan: &LogicalPlan,
+        deadline: Option<Deadline>,
+    ) -> Result<Option<Vec<RecordBatch>>> {
+        let schema = Arc::new(plan.schema().as_arrow().clone());
         let stream = self
             .cluster
-            .run_query(&query.ctx, &alias.input, schema.clone(), deadline)
+            .run_query(&query.ctx, plan, schema, deadline)
             .await?;
-        let Some(batches) = collect_at_most(stream, MAX_BYTES).await? else {
+        let batches = collect_at_most(stream, MAX_BYTES).await?;
+        if batches.is_none() {
             tracing::debug!(
                 "a repeated subquery has more than {MAX_BYTES} bytes: computed per use"
             );
-            return Ok(None);
-        };
-        let computed = read_from_memory(alias, batches)?;
-        let plan = query
-            .plan
-            .clone()
-            .transform_down_with_subqueries(|node| {
-                Ok(match node == shared {
-                    true => Transformed::new(computed.clone(), true, TreeNodeRecursion::Jump),
-                    false => Transformed::no(node),
-                })
-            })?
-            .data;
-        Ok(Some(plan))
+        }
+        Ok(batches)
     }
+}
+
+/// `plan` with each `shared` in it (also inside subqueries) replaced by `computed`.
+fn replaced(
+    plan: &LogicalPlan,
+    shared: &LogicalPlan,
+    computed: &LogicalPlan,
+) -> Result<LogicalPlan> {
+    Ok(plan
+        .clone()
+        .transform_down_with_subqueries(|node| {
+            Ok(match node == *shared {
+                true => Transformed::new(computed.clone(), true, TreeNodeRecursion::Jump),
+                false => Transformed::no(node),
+            })
+        })?
+        .data)
+}
+
+/// `plan` with each node's schema recomputed from its inputs (a replaced part has fewer
+/// columns).
+fn with_schemas_recomputed(plan: LogicalPlan) -> Result<LogicalPlan> {
+    Ok(plan
+        .transform_up_with_subqueries(|node| Ok(Transformed::yes(node.recompute_schema()?)))?
+        .data)
+}
+
+/// `rows` (columns of a join, as qualified there) read from `batches`: a scan of them
+/// under a name of its own, projected back to the join's names.
+fn join_from_memory(rows: &LogicalPlan, batches: Vec<RecordBatch>) -> Result<LogicalPlan> {
+    let qualified = rows.schema().columns();
+    let fields: Vec<Field> = rows
+        .schema()
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, field)| field.as_ref().clone().with_name(format!("c{i}")))
+        .collect();
+    let schema = Arc::new(Schema::new(fields));
+    let batches = batches
+        .into_iter()
+        .map(|batch| RecordBatch::try_new(schema.clone(), batch.columns().to_vec()))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let table = Arc::new(MemTable::try_new(schema.clone(), vec![batches])?);
+    let name = "floe_shared_join";
+    let scan = LogicalPlanBuilder::scan(name, provider_as_source(table), None)?;
+    let renamed = qualified.into_iter().enumerate().map(|(i, column)| {
+        Expr::Column(Column::new(Some(name), format!("c{i}")))
+            .alias_qualified(column.relation, column.name)
+    });
+    Ok(scan.project(renamed)?.build()?)
 }
 
 /// `alias` read from `batches`, its rows computed: a plan that travels to the executors
@@ -93,17 +183,45 @@ pub(super) fn read_from_memory(
 /// The largest subquery alias that appears more than once in `plan` (counting plans
 /// inside subquery expressions) and is worth computing once.
 fn repeated_grouped_subquery(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
-    let mut aliases: Vec<LogicalPlan> = Vec::new();
+    largest_repeated(
+        plan,
+        |node| matches!(node, LogicalPlan::SubqueryAlias(_)),
+        worth_computing_once,
+    )
+}
+
+/// The largest join (with its filters) that appears more than once in `plan` (counting
+/// plans inside subquery expressions), refers to no outer column and calls nothing
+/// volatile.
+fn repeated_join(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> {
+    let is_join = |node: &LogicalPlan| {
+        let join = match node {
+            LogicalPlan::Filter(filter) => &filter.input,
+            other => other,
+        };
+        matches!(join, LogicalPlan::Join(_))
+    };
+    largest_repeated(plan, is_join, safe_to_share)
+}
+
+/// The largest node of `plan` (counting plans inside subquery expressions) that is a
+/// `candidate`, appears more than once and `qualifies`.
+fn largest_repeated(
+    plan: &LogicalPlan,
+    candidate: impl Fn(&LogicalPlan) -> bool,
+    qualifies: impl Fn(&LogicalPlan) -> Result<bool>,
+) -> Result<Option<LogicalPlan>> {
+    let mut candidates: Vec<LogicalPlan> = Vec::new();
     plan.apply_with_subqueries(|node| {
-        if matches!(node, LogicalPlan::SubqueryAlias(_)) {
-            aliases.push(node.clone());
+        if candidate(node) {
+            candidates.push(node.clone());
         }
         Ok(TreeNodeRecursion::Continue)
     })?;
     let mut best: Option<(usize, &LogicalPlan)> = None;
-    for (i, node) in aliases.iter().enumerate() {
-        let repeated = aliases[i + 1..].iter().any(|other| other == node);
-        if !repeated || !worth_computing_once(node)? {
+    for (i, node) in candidates.iter().enumerate() {
+        let repeated = candidates[i + 1..].iter().any(|other| other == node);
+        if !repeated || !qualifies(node)? {
             continue;
         }
         let size = node_count(node)?;
@@ -114,10 +232,36 @@ fn repeated_grouped_subquery(plan: &LogicalPlan) -> Result<Option<LogicalPlan>> 
     Ok(best.map(|(_, node)| node.clone()))
 }
 
+/// The columns of `plan`'s nodes other than `shared` and what is below it.
+fn used_columns(plan: &LogicalPlan, shared: &LogicalPlan) -> Result<HashSet<Column>> {
+    let mut used = HashSet::new();
+    plan.apply_with_subqueries(|node| {
+        if node == shared {
+            return Ok(TreeNodeRecursion::Jump);
+        }
+        for expr in node.expressions() {
+            used.extend(expr.column_refs().into_iter().cloned());
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(used)
+}
+
+/// Refers to no outer column and calls nothing volatile.
+fn safe_to_share(plan: &LogicalPlan) -> Result<bool> {
+    let mut safe = true;
+    plan.apply_with_subqueries(|node| {
+        safe &= !node.contains_outer_reference()
+            && !node.expressions().iter().any(|expr| expr.is_volatile());
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(safe)
+}
+
 /// Reads a table and groups its rows; refers to no outer column and calls nothing
 /// volatile, so computing it once gives what each use would.
 pub(super) fn worth_computing_once(plan: &LogicalPlan) -> Result<bool> {
-    let (mut scans, mut aggregates, mut unsafe_to_share) = (false, false, false);
+    let (mut scans, mut aggregates) = (false, false);
     plan.apply_with_subqueries(|node| {
         match node {
             LogicalPlan::TableScan(_) => scans = true,
@@ -126,11 +270,9 @@ pub(super) fn worth_computing_once(plan: &LogicalPlan) -> Result<bool> {
             }
             _ => {}
         }
-        unsafe_to_share |= node.contains_outer_reference()
-            || node.expressions().iter().any(|expr| expr.is_volatile());
         Ok(TreeNodeRecursion::Continue)
     })?;
-    Ok(scans && aggregates && !unsafe_to_share)
+    Ok(scans && aggregates && safe_to_share(plan)?)
 }
 
 fn node_count(plan: &LogicalPlan) -> Result<usize> {
