@@ -413,3 +413,16 @@ def test_a_join_of_small_tables_runs_as_a_job_a_timeout_can_end(tmp_path):
             assert query(cur, "SELECT count(*) AS n FROM small").to_pylist() == [{"n": 3000}]
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("name", [name for name in QUERIES if name.startswith("repeated join")])
+def test_a_repeated_join_is_computed_once(join_server, name):
+    server, _ = join_server
+    # EXPLAIN ANALYZE runs the statement as a query runs: the join written twice was
+    # computed by a job before, and the statement's job reads its rows from memory, so it
+    # scans `big` nowhere; too large to keep, the join is computed in both places: four
+    # scans of `big`.
+    with server.connect() as conn, conn.cursor() as cur:
+        plan = "\n".join(query(cur, f"EXPLAIN ANALYZE {QUERIES[name]}")["plan"].to_pylist())
+    scans = plan.count("IcebergScanExec: table=")
+    assert scans == (4 if name.endswith("too large to keep") else 0), plan

@@ -466,11 +466,17 @@ impl Engine {
             return Ok(frame.execute_stream().await?);
         }
         if let LogicalPlan::Analyze(analyze) = &query.plan {
+            // The jobs that run first (shared and HAVING subqueries) are not shown; the
+            // statement's job reads what they computed.
             let explain = async {
-                let filtered = self
-                    .with_having_subqueries_computed(&query.ctx, &analyze.input, None)
+                let shared = self
+                    .with_shared_subquery_computed(&query.ctx, &analyze.input, None)
                     .await?;
-                let input = filtered.as_ref().unwrap_or(&analyze.input);
+                let input = shared.as_ref().unwrap_or(&analyze.input);
+                let filtered = self
+                    .with_having_subqueries_computed(&query.ctx, input, None)
+                    .await?;
+                let input = filtered.as_ref().unwrap_or(input);
                 self.cluster.explain_analyze(&query.ctx, input).await
             };
             let rows = self
@@ -487,7 +493,7 @@ impl Engine {
         // One deadline for the statement's jobs.
         let deadline = self.statement_timeout.map(Deadline::after);
         let computed = self
-            .with_shared_subquery_computed(&query, deadline)
+            .with_shared_subquery_computed(&query.ctx, &query.plan, deadline)
             .await
             .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e))?;
         let plan = computed.as_ref().unwrap_or(&query.plan);

@@ -15,10 +15,10 @@
 //! read them from memory instead of scanning and joining the tables again. A join has no
 //! aggregate to keep its rows few: when they pass [`MAX_BYTES`], the statement has done
 //! part of its work once more (at most one more computation of the join).
-
-use std::sync::Arc;
+//! `EXPLAIN` shows the plan before this step; `EXPLAIN ANALYZE` the statement's job after.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{Field, Schema};
@@ -27,9 +27,10 @@ use datafusion::common::Column;
 use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
 use datafusion::datasource::provider_as_source;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, SubqueryAlias};
+use datafusion::prelude::SessionContext;
 use futures::TryStreamExt;
 
-use super::{Engine, Query};
+use super::Engine;
 use crate::cluster::Deadline;
 use crate::error::Result;
 
@@ -38,29 +39,30 @@ use crate::error::Result;
 pub(super) const MAX_BYTES: usize = 2 << 20;
 
 impl Engine {
-    /// `query`'s plan with its repeated subquery (if any) computed and in its place.
+    /// `plan` with its repeated subquery or join (if any) computed and in its place.
     /// `None` if there is none to compute, or its rows are too many.
     pub(super) async fn with_shared_subquery_computed(
         &self,
-        query: &Query,
+        ctx: &Arc<SessionContext>,
+        plan: &LogicalPlan,
         deadline: Option<Deadline>,
     ) -> Result<Option<LogicalPlan>> {
-        if matches!(query.plan, LogicalPlan::Explain(_)) {
+        if matches!(plan, LogicalPlan::Explain(_)) {
             return Ok(None);
         }
-        if let Some(shared) = repeated_grouped_subquery(&query.plan)?
+        if let Some(shared) = repeated_grouped_subquery(plan)?
             && let LogicalPlan::SubqueryAlias(alias) = &shared
         {
-            let Some(batches) = self.compute(query, &alias.input, deadline).await? else {
+            let Some(batches) = self.compute(ctx, &alias.input, deadline).await? else {
                 return Ok(None);
             };
             let computed = read_from_memory(alias, batches)?;
-            return Ok(Some(replaced(&query.plan, &shared, &computed)?));
+            return Ok(Some(replaced(plan, &shared, &computed)?));
         }
-        let Some(shared) = repeated_join(&query.plan)? else {
+        let Some(shared) = repeated_join(plan)? else {
             return Ok(None);
         };
-        let used = used_columns(&query.plan, &shared)?;
+        let used = used_columns(plan, &shared)?;
         let columns: Vec<Expr> = shared
             .schema()
             .columns()
@@ -71,33 +73,31 @@ impl Engine {
         let rows = LogicalPlanBuilder::from(shared.clone())
             .project(columns)?
             .build()?;
-        let Some(batches) = self.compute(query, &rows, deadline).await? else {
+        let Some(batches) = self.compute(ctx, &rows, deadline).await? else {
             return Ok(None);
         };
         let computed = join_from_memory(&rows, batches)?;
         // Every column the statement reads of the join is there: its result is as before.
         // If not (a form this does not foresee), the statement runs as planned.
-        match replaced(&query.plan, &shared, &computed).and_then(with_schemas_recomputed) {
-            Ok(plan) if plan.schema() == query.plan.schema() => {
+        match replaced(plan, &shared, &computed).and_then(with_schemas_recomputed) {
+            Ok(rewritten) if rewritten.schema() == plan.schema() => {
                 tracing::debug!("a repeated join computed once");
-                Ok(Some(plan))
+                Ok(Some(rewritten))
             }
             _ => Ok(None),
         }
     }
 
-    /// The rows of `plan` (a part of `query`), if they fit in [`MAX_BYTES`].
+    /// The rows of `plan` (a part of a statement planned on `ctx`), if they fit in
+    /// [`MAX_BYTES`].
     async fn compute(
         &self,
-        query: &Query,
+        ctx: &Arc<SessionContext>,
         plan: &LogicalPlan,
         deadline: Option<Deadline>,
     ) -> Result<Option<Vec<RecordBatch>>> {
         let schema = Arc::new(plan.schema().as_arrow().clone());
-        let stream = self
-            .cluster
-            .run_query(&query.ctx, plan, schema, deadline)
-            .await?;
+        let stream = self.cluster.run_query(ctx, plan, schema, deadline).await?;
         let batches = collect_at_most(stream, MAX_BYTES).await?;
         if batches.is_none() {
             tracing::debug!(
