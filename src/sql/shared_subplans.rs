@@ -59,6 +59,11 @@ impl Engine {
             let computed = read_from_memory(alias, batches)?;
             return Ok(Some(replaced(plan, &shared, &computed)?));
         }
+        // The columns read of the join are found by name: an outer reference to one of
+        // them from a correlated subquery would not be (such statements run as planned).
+        if has_outer_references(plan)? {
+            return Ok(None);
+        }
         let Some(shared) = repeated_join(plan)? else {
             return Ok(None);
         };
@@ -70,6 +75,10 @@ impl Engine {
             .filter(|column| used.contains(column))
             .map(Expr::Column)
             .collect();
+        // Rows of no column (only counted) are not worth a job of their own.
+        if columns.is_empty() {
+            return Ok(None);
+        }
         let rows = LogicalPlanBuilder::from(shared.clone())
             .project(columns)?
             .build()?;
@@ -245,6 +254,15 @@ fn used_columns(plan: &LogicalPlan, shared: &LogicalPlan) -> Result<HashSet<Colu
         Ok(TreeNodeRecursion::Continue)
     })?;
     Ok(used)
+}
+
+fn has_outer_references(plan: &LogicalPlan) -> Result<bool> {
+    let mut found = false;
+    plan.apply_with_subqueries(|node| {
+        found |= node.contains_outer_reference();
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(found)
 }
 
 /// Refers to no outer column and calls nothing volatile.
