@@ -73,6 +73,11 @@ QUERIES = {
     "repeated join, same names from both sides": f"SELECT b1.k, b2.k, count(*) {PAIRS} WHERE b1.k < 3 "
                                                  f"GROUP BY b1.k, b2.k HAVING b2.k > "
                                                  f"(SELECT max(b1.k) + 3990 {PAIRS} WHERE b1.k < 3)",
+    "repeated join, quoted names": "SELECT \"it's\".v, sum(\"b \"\"2\"\"\".k) AS \"to\"\"tal\" FROM big \"it's\" "
+                                   "JOIN big \"b \"\"2\"\"\" ON \"it's\".v = \"b \"\"2\"\"\".v WHERE \"it's\".k < 100 "
+                                   "GROUP BY \"it's\".v HAVING sum(\"b \"\"2\"\"\".k) > (SELECT sum(\"b \"\"2\"\"\".k) / 120 "
+                                   "FROM big \"it's\" JOIN big \"b \"\"2\"\"\" ON \"it's\".v = \"b \"\"2\"\"\".v "
+                                   "WHERE \"it's\".k < 100)",
     "repeated join, no column read of it": f"SELECT count(*) {PAIRS} WHERE b1.k < 5 HAVING count(*) > "
                                            f"(SELECT count(*) - 1 {PAIRS} WHERE b1.k < 5)",
     "repeated join, a column of it read by a correlated subquery": f"SELECT b1.k, count(*) {PAIRS} "

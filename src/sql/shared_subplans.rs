@@ -257,23 +257,28 @@ fn used_columns(plan: &LogicalPlan, shared: &LogicalPlan) -> Result<HashSet<Colu
 }
 
 fn has_outer_references(plan: &LogicalPlan) -> Result<bool> {
-    let mut found = false;
-    plan.apply_with_subqueries(|node| {
-        found |= node.contains_outer_reference();
-        Ok(TreeNodeRecursion::Continue)
-    })?;
-    Ok(found)
+    any_node(plan, LogicalPlan::contains_outer_reference)
 }
 
 /// Refers to no outer column and calls nothing volatile.
 fn safe_to_share(plan: &LogicalPlan) -> Result<bool> {
-    let mut safe = true;
+    let unsafe_node = |node: &LogicalPlan| {
+        node.contains_outer_reference() || node.expressions().iter().any(|expr| expr.is_volatile())
+    };
+    Ok(!any_node(plan, unsafe_node)?)
+}
+
+/// Whether some node of `plan` (counting plans inside subquery expressions) is `such`.
+fn any_node(plan: &LogicalPlan, such: impl Fn(&LogicalPlan) -> bool) -> Result<bool> {
+    let mut found = false;
     plan.apply_with_subqueries(|node| {
-        safe &= !node.contains_outer_reference()
-            && !node.expressions().iter().any(|expr| expr.is_volatile());
-        Ok(TreeNodeRecursion::Continue)
+        found = such(node);
+        Ok(match found {
+            true => TreeNodeRecursion::Stop,
+            false => TreeNodeRecursion::Continue,
+        })
     })?;
-    Ok(safe)
+    Ok(found)
 }
 
 /// Reads a table and groups its rows; refers to no outer column and calls nothing
