@@ -12,6 +12,7 @@ import pytest
 import pyarrow.flight as flight
 
 from conftest import FLOE_BIN, Server, query
+from floe_flight import _command, _length_delimited
 
 
 def test_handshake_accepts_any_credentials_while_auth_is_off(server):
@@ -163,6 +164,56 @@ def test_sigterm_during_an_insert_fails_it_cleanly(tmp_path):
     assert "shutting down" in outcome.get("error", ""), outcome
     assert not list((tmp_path / "data" / "warehouse").rglob("*.parquet"))
     assert srv.pyiceberg().load_table("default.big").snapshots() == []
+
+
+class _HeaderRecorder(flight.ClientMiddlewareFactory):
+    """Keeps the response headers of each call, in order."""
+
+    def __init__(self):
+        self.responses = []
+
+    def start_call(self, info):
+        recorder = self
+
+        class Middleware(flight.ClientMiddleware):
+            def received_headers(self, headers):
+                recorder.responses.append(headers)
+
+        return Middleware()
+
+
+def _set_session_option(client, name: str, value: str, options):
+    """SetSessionOptions with one string option, its response headers not looked at."""
+    value_message = _length_delimited(1, value.encode())
+    entry = _length_delimited(1, name.encode()) + _length_delimited(2, value_message)
+    action = flight.Action("SetSessionOptions", _length_delimited(1, entry))
+    list(client.do_action(action, options))
+
+
+def test_the_first_response_to_a_client_hands_it_a_session(server, cur, schema):
+    """A client's first call, whatever it is, comes back with a session (cookie and bearer
+    token), before any option is set: the Go client inside the ADBC driver can lose the
+    headers of the streamed call that sets an option (SetSessionOptions is a DoAction),
+    never those of the unary GetFlightInfo it makes when it connects."""
+    cur.execute(f"CREATE TABLE {schema}.t (v INT)")
+    cur.execute(f"INSERT INTO {schema}.t VALUES (5)")
+    recorder = _HeaderRecorder()
+    client = flight.FlightClient(server.uri, middleware=[recorder])
+    select_one = flight.FlightDescriptor.for_command(_command("CommandStatementQuery", "SELECT 1"))
+    client.get_flight_info(select_one)
+    first = recorder.responses[0]
+    (bearer,) = first["authorization"]
+    (cookie,) = first["set-cookie"]
+    assert bearer.startswith("Bearer ") and cookie.startswith("arrow_flight_session_id=")
+
+    by_token = flight.FlightCallOptions(headers=[(b"authorization", bearer.encode())])
+    _set_session_option(client, "schema", schema, by_token)
+    by_cookie = flight.FlightCallOptions(headers=[(b"cookie", cookie.split(";")[0].encode())])
+    read_t = flight.FlightDescriptor.for_command(_command("CommandStatementQuery", "SELECT v FROM t"))
+    for options in (by_token, by_cookie):
+        info = client.get_flight_info(read_t, options)
+        assert client.do_get(info.endpoints[0].ticket, options).read_all().to_pylist() == [{"v": 5}]
+    client.close()
 
 
 def test_clients_at_the_same_time_each_read_their_own_schema(server, cur, schema):

@@ -75,8 +75,8 @@ where
         Box::pin(async move {
             let mut response = response.await?;
             if let Some((session, identity)) = opened
-                && let Some(id) = session.id.get()
-                && let Err(status) = hand_over(&mut response, &authenticator, &identity, id)
+                && let Err(status) =
+                    hand_over(&mut response, &authenticator, &identity, &session.open())
             {
                 return Ok(status.into_http());
             }
@@ -85,10 +85,17 @@ where
     }
 }
 
-/// The session a call that came without one may open. A handler that keeps a session
-/// for the caller takes its id from [`NewSession::open`]; the response then hands the id
-/// to the client, as the session cookie and inside a new bearer token (for clients
-/// without cookies), so that its next calls belong to the session.
+/// The session of a call that came without one. A handler that keeps a session for the
+/// caller takes its id from [`NewSession::open`]. Whether or not a handler did, the
+/// response hands the id to the client, as the session cookie and inside a new bearer
+/// token (for clients without cookies), so that its next calls belong to the session;
+/// nothing is stored for a session until a handler keeps something in it.
+///
+/// Handing it over on every call, not only on the one that sets an option, is what
+/// makes sessions reliable with the Go Flight client of the ADBC driver: it can drop
+/// the headers of a streamed call (DoAction, where SetSessionOptions travels) when the
+/// stream's end races with its context's cancellation, but it reads those of a unary
+/// call (GetFlightInfo, made when it connects) every time.
 #[derive(Clone, Default)]
 pub struct NewSession {
     id: Arc<OnceLock<String>>,
