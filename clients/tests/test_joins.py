@@ -78,6 +78,19 @@ QUERIES = {
                                    "GROUP BY \"it's\".v HAVING sum(\"b \"\"2\"\"\".k) > (SELECT sum(\"b \"\"2\"\"\".k) / 120 "
                                    "FROM big \"it's\" JOIN big \"b \"\"2\"\"\" ON \"it's\".v = \"b \"\"2\"\"\".v "
                                    "WHERE \"it's\".k < 100)",
+    # A scalar subquery is joined to the rows it is compared with; its value keeps its
+    # name apart from theirs even when it is the same aggregate (DataFusion 53 alone
+    # fails these: "Schema contains qualified field name … which would be ambiguous").
+    "scalar subquery: the outer aggregate's name": "SELECT v, sum(k) FROM big GROUP BY v "
+                                                   "HAVING sum(k) > (SELECT sum(k) FROM big) / 120",
+    "scalar subquery: the outer aggregate's name, no rows": "SELECT v, sum(k) FROM big GROUP BY v "
+                                                            "HAVING sum(k) > (SELECT sum(k) FROM big WHERE k < 0)",
+    "scalar subquery: the outer aggregate's name, selected": "SELECT v, sum(k), (SELECT sum(k) FROM big) AS total "
+                                                             "FROM big GROUP BY v",
+    "scalar subquery: the outer aggregate's name, correlated": "SELECT v, max(k) FROM big b GROUP BY v HAVING "
+                                                               "max(k) = (SELECT max(k) FROM big c WHERE c.v = b.v)",
+    "repeated join, no rows": f"SELECT b1.v, sum(b2.k) AS total {PAIRS} WHERE b1.k < 0 GROUP BY b1.v "
+                              f"HAVING sum(b2.k) > (SELECT sum(b2.k) {PAIRS} WHERE b1.k < 0)",
     "repeated join, no column read of it": f"SELECT count(*) {PAIRS} WHERE b1.k < 5 HAVING count(*) > "
                                            f"(SELECT count(*) - 1 {PAIRS} WHERE b1.k < 5)",
     "repeated join, a column of it read by a correlated subquery": f"SELECT b1.k, count(*) {PAIRS} "

@@ -24,6 +24,7 @@ mod shared_subplans;
 mod show;
 mod show_create;
 mod small;
+mod subquery_names;
 pub mod time_travel;
 pub mod types;
 pub mod uuids;
@@ -858,7 +859,9 @@ async fn plan_resolved(
         values => plan.with_param_values(ParamValues::from(values.to_vec()))?,
     };
     Ok((
-        uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?,
+        subquery_names::with_subquery_values_renamed(uuids::rewrite_comparisons(
+            like::rewrite_escapes(plan)?,
+        )?)?,
         parameters,
     ))
 }

@@ -1,0 +1,76 @@
+//! A scalar subquery's value renamed where the statement has a column of its name.
+//!
+//! DataFusion 53's `scalar_subquery_to_join` joins a scalar subquery to the rows it is
+//! compared with, its value keeping the name it has in the subquery
+//! (`__scalar_sq_1."sum(big.k)"`). When those rows have an unqualified column of the
+//! same name, as the outer aggregate of `SELECT v, sum(k) FROM big GROUP BY v HAVING
+//! sum(k) > (SELECT sum(k) FROM big)` has, the joined schema is ambiguous and the
+//! statement fails ("Schema contains qualified field name … and unqualified field name
+//! … which would be ambiguous"). Such a subquery's value is renamed here first; the
+//! names the statement outputs stay as they were.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use datafusion::common::Column;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, Subquery};
+
+use crate::error::Result;
+
+/// `plan` with each scalar subquery whose value has the name of a column of the rows it
+/// is evaluated over giving its value a name of its own.
+pub(super) fn with_subquery_values_renamed(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let mut renamed = 0usize;
+    let rewritten = plan.transform_up_with_subqueries(|node| {
+        let taken: HashSet<String> = node
+            .inputs()
+            .iter()
+            .flat_map(|input| input.schema().fields().iter().map(|f| f.name().clone()))
+            .collect();
+        if taken.is_empty() {
+            return Ok(Transformed::no(node));
+        }
+        let names = NamePreserver::new(&node);
+        node.map_expressions(|expr| {
+            let saved = names.save(&expr);
+            let rewritten = expr.transform_up(|expr| match expr {
+                Expr::ScalarSubquery(subquery)
+                    if value_name(&subquery).is_some_and(|name| taken.contains(name)) =>
+                {
+                    renamed += 1;
+                    let name = format!("__floe_subquery_value_{renamed}");
+                    Ok(Transformed::yes(Expr::ScalarSubquery(with_value_named(
+                        subquery, &name,
+                    )?)))
+                }
+                other => Ok(Transformed::no(other)),
+            })?;
+            Ok(rewritten.update_data(|expr| saved.restore(expr)))
+        })
+    })?;
+    Ok(rewritten.data)
+}
+
+/// The name of a scalar subquery's value; `None` if it has not exactly one column (an
+/// error DataFusion reports as it is).
+fn value_name(subquery: &Subquery) -> Option<&str> {
+    match subquery.subquery.schema().fields().as_ref() {
+        [value] => Some(value.name()),
+        _ => None,
+    }
+}
+
+/// `subquery` with its value (its one column) under `name`.
+fn with_value_named(subquery: Subquery, name: &str) -> datafusion::error::Result<Subquery> {
+    let (qualifier, field) = subquery.subquery.schema().qualified_field(0);
+    let value = Expr::Column(Column::new(qualifier.cloned(), field.name())).alias(name);
+    let plan = LogicalPlanBuilder::from(Arc::unwrap_or_clone(subquery.subquery.clone()))
+        .project(vec![value])?
+        .build()?;
+    Ok(Subquery {
+        subquery: Arc::new(plan),
+        ..subquery
+    })
+}
