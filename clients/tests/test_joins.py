@@ -3,6 +3,7 @@ whether Floe broadcasts the small side or shuffles both (the outer-join broadcas
 apache/datafusion-ballista#1055, must not come back), on a coordinator with two
 `floe executor` processes and several probe tasks."""
 
+import threading
 import time
 
 import duckdb
@@ -460,6 +461,32 @@ def test_a_join_of_small_tables_runs_as_a_job_a_timeout_can_end(tmp_path):
             assert query(cur, "SELECT count(*) AS n FROM small").to_pylist() == [{"n": 3000}]
     finally:
         server.stop()
+
+
+def test_two_clients_computing_the_same_repeated_join_at_once_each_get_their_answer(join_server):
+    # Each statement computes its own copy of the join; nothing is shared between them.
+    server, reference = join_server
+    names = ["repeated join, grouped and summed", "repeated join, same names from both sides"]
+    start = threading.Barrier(len(names))
+    answers, errors = {}, []
+
+    def run(name):
+        try:
+            with server.connect() as conn, conn.cursor() as cur:
+                start.wait()
+                answers[name] = [rows(query(cur, QUERIES[name])) for _ in range(3)]
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    for name in names:
+        expected = rows(reference.sql(QUERIES[name]).to_arrow_table())
+        assert answers[name] == [expected] * 3, name
 
 
 @pytest.mark.parametrize("name", [name for name in QUERIES if name.startswith("repeated join")])

@@ -467,18 +467,13 @@ impl Engine {
             return Ok(frame.execute_stream().await?);
         }
         if let LogicalPlan::Analyze(analyze) = &query.plan {
-            // The jobs that run first (shared and HAVING subqueries) are not shown; the
-            // statement's job reads what they computed.
+            // The jobs that run first are not shown; the statement's job reads what they
+            // computed.
             let explain = async {
-                let shared = self
-                    .with_shared_subquery_computed(&query.ctx, &analyze.input, None)
+                let input = self
+                    .with_first_jobs_computed(&query.ctx, &analyze.input, None)
                     .await?;
-                let input = shared.as_ref().unwrap_or(&analyze.input);
-                let filtered = self
-                    .with_having_subqueries_computed(&query.ctx, input, None)
-                    .await?;
-                let input = filtered.as_ref().unwrap_or(input);
-                self.cluster.explain_analyze(&query.ctx, input).await
+                self.cluster.explain_analyze(&query.ctx, &input).await
             };
             let rows = self
                 .within_timeout(explain)
@@ -493,20 +488,32 @@ impl Engine {
         }
         // One deadline for the statement's jobs.
         let deadline = self.statement_timeout.map(Deadline::after);
-        let computed = self
-            .with_shared_subquery_computed(&query.ctx, &query.plan, deadline)
+        let plan = self
+            .with_first_jobs_computed(&query.ctx, &query.plan, deadline)
             .await
             .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e))?;
-        let plan = computed.as_ref().unwrap_or(&query.plan);
-        let filtered = self
-            .with_having_subqueries_computed(&query.ctx, plan, deadline)
-            .await
-            .map_err(|e| planning_failure(&query.ctx, plan, &query.catalog, e))?;
-        let plan = filtered.as_ref().unwrap_or(plan);
         self.cluster
-            .run_query(&query.ctx, plan, schema, deadline)
+            .run_query(&query.ctx, &plan, schema, deadline)
             .await
-            .map_err(|e| planning_failure(&query.ctx, plan, &query.catalog, e))
+            .map_err(|e| planning_failure(&query.ctx, &plan, &query.catalog, e))
+    }
+
+    /// `plan` with what jobs of their own compute first in its place: a repeated
+    /// subquery or join, then the `HAVING` subqueries its joins filter on.
+    async fn with_first_jobs_computed(
+        &self,
+        ctx: &Arc<SessionContext>,
+        plan: &LogicalPlan,
+        deadline: Option<Deadline>,
+    ) -> Result<LogicalPlan> {
+        let shared = self
+            .with_shared_subquery_computed(ctx, plan, deadline)
+            .await?;
+        let plan = shared.as_ref().unwrap_or(plan);
+        let filtered = self
+            .with_having_subqueries_computed(ctx, plan, deadline)
+            .await?;
+        Ok(filtered.unwrap_or_else(|| plan.clone()))
     }
 
     /// Runs `query` on the coordinator, without a job, if it is small (see `small`).

@@ -82,19 +82,19 @@ impl Engine {
         let rows = LogicalPlanBuilder::from(shared.clone())
             .project(columns)?
             .build()?;
+        // Tried on no rows before the join's job runs: a form this does not foresee runs
+        // as planned without computing the join for nothing.
+        if rewritten_with_join(plan, &shared, &rows, Vec::new()).is_none() {
+            return Ok(None);
+        }
         let Some(batches) = self.compute(ctx, &rows, deadline).await? else {
             return Ok(None);
         };
-        let computed = join_from_memory(&rows, batches)?;
-        // Every column the statement reads of the join is there: its result is as before.
-        // If not (a form this does not foresee), the statement runs as planned.
-        match replaced(plan, &shared, &computed).and_then(with_schemas_recomputed) {
-            Ok(rewritten) if rewritten.schema() == plan.schema() => {
-                tracing::debug!("a repeated join computed once");
-                Ok(Some(rewritten))
-            }
-            _ => Ok(None),
+        let rewritten = rewritten_with_join(plan, &shared, &rows, batches);
+        if rewritten.is_some() {
+            tracing::debug!("a repeated join computed once");
         }
+        Ok(rewritten)
     }
 
     /// The rows of `plan` (a part of a statement planned on `ctx`), if they fit in
@@ -132,6 +132,21 @@ fn replaced(
             })
         })?
         .data)
+}
+
+/// `plan` with each `shared` join replaced by its `rows` read from `batches`, if the
+/// result is as before: every column the statement reads of the join is there.
+fn rewritten_with_join(
+    plan: &LogicalPlan,
+    shared: &LogicalPlan,
+    rows: &LogicalPlan,
+    batches: Vec<RecordBatch>,
+) -> Option<LogicalPlan> {
+    let rewritten = join_from_memory(rows, batches)
+        .and_then(|computed| replaced(plan, shared, &computed))
+        .and_then(with_schemas_recomputed)
+        .ok()?;
+    (rewritten.schema() == plan.schema()).then_some(rewritten)
 }
 
 /// `plan` with each node's schema recomputed from its inputs (a replaced part has fewer
