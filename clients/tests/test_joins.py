@@ -37,6 +37,19 @@ QUERIES = {
                            "(SELECT 1 FROM big WHERE big.v = small.k)",
     "mark, IN or a filter": "SELECT count(*) FROM small WHERE k IN (SELECT v FROM big) OR v > 50",
     "rows of a left join": "SELECT small.v, big.v AS w FROM small LEFT JOIN big ON small.k = big.k",
+    # Without equality keys a join is a nested loop join, which collects its left side
+    # and has no partitioned form: of these types one task probes (src/cluster/joins.rs).
+    "nested loop: left": "SELECT small.v, count(big.k) FROM small LEFT JOIN big "
+                         "ON big.k > small.k + 3990 GROUP BY small.v",
+    "nested loop: full": "SELECT count(*), count(small.k), count(big.k) FROM small FULL JOIN big "
+                         "ON big.k > small.k + 3990",
+    "nested loop: right": "SELECT count(*), count(small.k) FROM small RIGHT JOIN big ON big.k > small.k + 3990",
+    "nested loop: semi": "SELECT small.v FROM small WHERE EXISTS "
+                         "(SELECT 1 FROM big WHERE big.k = small.k OR big.v = small.v)",
+    "nested loop: anti": "SELECT small.v FROM small WHERE NOT EXISTS "
+                         "(SELECT 1 FROM big WHERE big.k = small.k OR big.k > small.v + 3950)",
+    "nested loop: mark": "SELECT small.v FROM small WHERE v > 50 OR EXISTS "
+                         "(SELECT 1 FROM big WHERE big.k > small.k + 3995)",
     "semi over an inner join": f"SELECT count(*), sum(b2.k) {PAIRS} WHERE b1.k IN (SELECT k FROM small)",
     "anti over an inner join, with a filter": f"SELECT count(*), sum(b2.k) {PAIRS} WHERE NOT EXISTS "
                                               "(SELECT 1 FROM big b3 WHERE b3.k = b1.k AND b3.v <> b1.k % 7)",

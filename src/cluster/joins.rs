@@ -13,6 +13,10 @@
 //!   (apache/datafusion-ballista#1055). [`DEMOTE_UNSAFE_BROADCASTS`] makes those joins
 //!   `Partitioned`; a null-aware anti join (`NOT IN`), which must stay `CollectLeft`,
 //!   gets a single probe partition from [`SINGLE_PROBE_FOR_UNSAFE_BROADCASTS`].
+//! * A nested loop join (a join without equality keys: `EXISTS (… WHERE a.x = b.x OR …)`,
+//!   `LEFT JOIN … ON a.x < b.y`) always collects its left side, and has no partitioned
+//!   form: of those types, [`SINGLE_PROBE_FOR_NESTED_LOOP_JOINS`] gives it a single
+//!   probe partition.
 //! * Ballista's own promotion to broadcast (`broadcast_join_threshold_bytes`) has no such
 //!   guard, so it is off.
 //! * Of a semi, anti or mark join's shuffled side only the keys' existence matters, so
@@ -39,7 +43,7 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec, PartitionMode};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{
     ExecutionPlan, ExecutionPlanProperties, Partitioning, PhysicalExpr,
@@ -92,6 +96,7 @@ pub fn with_join_guards(
         .position(|r| r.name() == "SanityCheckPlan")
         .unwrap_or(rules.len());
     rules.insert(before_check, Arc::new(SINGLE_PROBE_FOR_UNSAFE_BROADCASTS));
+    rules.insert(before_check, Arc::new(SINGLE_PROBE_FOR_NESTED_LOOP_JOINS));
     rules.insert(before_check, Arc::new(DISTINCT_KEYS_BEFORE_SHUFFLE));
     rules
 }
@@ -195,9 +200,55 @@ fn with_single_probe(
     if !unsafe_broadcast(join) || join.right().output_partitioning().partition_count() <= 1 {
         return Ok(None);
     }
-    let probe: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(join.right().clone()));
-    let children = vec![join.left().clone(), probe];
-    Ok(Some(node.clone().with_new_children(children)?))
+    Ok(Some(with_probe_coalesced(node, join.left(), join.right())?))
+}
+
+/// The join `node` (of children `build` and `probe`) with its probe side read by one task.
+fn with_probe_coalesced(
+    node: &Arc<dyn ExecutionPlan>,
+    build: &Arc<dyn ExecutionPlan>,
+    probe: &Arc<dyn ExecutionPlan>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let probe: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(probe.clone()));
+    node.clone().with_new_children(vec![build.clone(), probe])
+}
+
+/// Gives each nested loop join of a type that emits unmatched build rows at its end a
+/// single probe partition (it has no partitioned form to demote it to).
+const SINGLE_PROBE_FOR_NESTED_LOOP_JOINS: SingleProbeForNestedLoopJoins =
+    SingleProbeForNestedLoopJoins;
+
+#[derive(Debug)]
+struct SingleProbeForNestedLoopJoins;
+
+impl PhysicalOptimizerRule for SingleProbeForNestedLoopJoins {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let rewritten = plan.transform_up(|node| {
+            let Some(join) = node.as_any().downcast_ref::<NestedLoopJoinExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            if !emits_build_rows_at_end(join.join_type())
+                || join.right().output_partitioning().partition_count() <= 1
+            {
+                return Ok(Transformed::no(node));
+            }
+            let single_probe = with_probe_coalesced(&node, join.left(), join.right())?;
+            Ok(Transformed::yes(single_probe))
+        })?;
+        Ok(rewritten.data)
+    }
+
+    fn name(&self) -> &str {
+        "floe_single_probe_for_nested_loop_joins"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
 }
 
 /// Deduplicates, per task, the join keys of a shuffled semi, anti or mark join's side
