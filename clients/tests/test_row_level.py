@@ -262,6 +262,21 @@ def test_merge_names_what_it_cannot_do(cur, events, upserts):
         cur.execute(f"MERGE INTO {events} t USING {upserts} s ON t.id = s.id WHEN NOT MATCHED THEN DELETE")
 
 
+@pytest.mark.parametrize("clauses", [
+    "WHEN MATCHED THEN DELETE WHEN MATCHED AND s.name = 'x' THEN UPDATE SET name = 'y'",
+    "WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.name, NULL) WHEN NOT MATCHED BY TARGET THEN INSERT VALUES (1, 'a', NULL)",
+    "WHEN NOT MATCHED BY SOURCE THEN DELETE WHEN MATCHED THEN DELETE WHEN NOT MATCHED BY SOURCE AND t.id > 2 "
+    "THEN UPDATE SET name = 'z'",
+])
+def test_a_clause_that_could_never_act_is_refused(cur, catalog, events, upserts, clauses):
+    """A clause after one of its kind without a condition is refused, as PostgreSQL and
+    Spark refuse it (DuckDB would run the unconditional one last)."""
+    before = (history(catalog, events), rows(cur, events))
+    with pytest.raises(adbc_driver_manager.ProgrammingError, match="would never act"):
+        cur.execute(f"MERGE INTO {events} t USING {upserts} s ON t.id = s.id {clauses}")
+    assert (history(catalog, events), rows(cur, events)) == before
+
+
 def test_concurrent_deletes_never_bring_rows_back(server, catalog, events):
     """Three clients delete from the same file at once, each planning on the same
     snapshot. A rewrite committed after another must not write back rows the other

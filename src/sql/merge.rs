@@ -194,6 +194,31 @@ struct TargetClause {
     set: Option<Vec<(String, String)>>,
 }
 
+/// Refuses a clause after one of its kind without a condition, which would never act,
+/// as PostgreSQL and Spark do: such a MERGE is a mistake, and DuckDB would run it in
+/// another order.
+fn refuse_unreachable_clauses(merge: &Merge) -> Result<()> {
+    let kind_name = |kind: MergeClauseKind| match kind {
+        MergeClauseKind::Matched => "WHEN MATCHED",
+        MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget => "WHEN NOT MATCHED",
+        MergeClauseKind::NotMatchedBySource => "WHEN NOT MATCHED BY SOURCE",
+    };
+    let mut closed = HashSet::new();
+    for clause in &merge.clauses {
+        let kind = kind_name(clause.clause_kind);
+        if closed.contains(kind) {
+            return Err(FloeError::invalid(format!(
+                "MERGE: a {kind} clause follows a {kind} clause without a condition, so it \
+                 would never act (only the last {kind} clause may omit AND …)"
+            )));
+        }
+        if clause.predicate.is_none() {
+            closed.insert(kind);
+        }
+    }
+    Ok(())
+}
+
 /// A clause inserting source rows (NOT MATCHED [BY TARGET]).
 struct InsertClause {
     when: String,
@@ -206,6 +231,7 @@ impl MergeSql {
         if merge.output.is_some() {
             return Err(FloeError::unimplemented("MERGE … OUTPUT is not supported"));
         }
+        refuse_unreachable_clauses(merge)?;
         let sides = Sides::of(merge)?;
         let mut target_clauses = Vec::new();
         let mut insert_clauses = Vec::new();
