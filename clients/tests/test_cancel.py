@@ -77,6 +77,13 @@ def test_statement_timeout_cancels_the_job(tmp_path):
         while "cancelled job" not in server.process.output() and time.time() < deadline:
             time.sleep(0.2)
         assert "cancelled job" in server.process.output()
+        # A recursive query runs on the coordinator (src/sql/recursive.rs), under the same limit.
+        started = time.time()
+        info = _info(client, "WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r) "
+                             "SELECT count(*) AS c FROM r")
+        with pytest.raises(flight.FlightTimedOutError, match="statement_timeout_secs = 1"):
+            client.do_get(info.endpoints[0].ticket).read_all()
+        assert time.time() - started < 20
         # Quick statements are unaffected.
         assert client.do_get(_info(client, "SELECT 1 AS one").endpoints[0].ticket).read_all().num_rows == 1
         client.close()

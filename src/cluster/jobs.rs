@@ -11,6 +11,7 @@ use ballista_core::serde::scheduler::PartitionId;
 use ballista_scheduler::state::execution_stage::ExecutionStage;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::LogicalPlan;
@@ -139,6 +140,13 @@ impl Cluster {
     ) -> Result<Submitted> {
         if self.jobs.stopping.load(Ordering::SeqCst) {
             return Err(shutting_down());
+        }
+        if recurses(plan) {
+            return Err(FloeError::unimplemented(
+                "a recursive query (WITH RECURSIVE) runs only as a query of its own, on the \
+                 coordinator: not inside INSERT, CREATE TABLE AS, DELETE, UPDATE, MERGE or \
+                 EXPLAIN ANALYZE",
+            ));
         }
         // The scheduler drops status updates when the channel is full: keep it roomy,
         // and ask the task manager when the channel closes without a final status.
@@ -636,6 +644,21 @@ impl ResultStream {
             let _ = ready.send(Ok(()));
         }
     }
+}
+
+/// Whether `plan` (or a subquery of it) recurses (`WITH RECURSIVE`). Ballista cannot
+/// ship a recursive query's nodes to executors: its scheduler logs that it cannot encode
+/// the task, and the job never ends.
+pub fn recurses(plan: &LogicalPlan) -> bool {
+    let mut found = false;
+    let _ = plan.apply_with_subqueries(|node| {
+        found = matches!(node, LogicalPlan::RecursiveQuery(_));
+        Ok(match found {
+            true => TreeNodeRecursion::Stop,
+            false => TreeNodeRecursion::Continue,
+        })
+    });
+    found
 }
 
 /// When a statement must end, and the limit it was given (for the error).

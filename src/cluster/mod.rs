@@ -45,7 +45,7 @@ use tokio::task::JoinHandle;
 
 pub use activity::TaskCounts;
 pub use executor::{ExecutorOptions, memory_share, run_executor};
-pub use jobs::{Deadline, failed_job_error};
+pub use jobs::{Deadline, failed_job_error, recurses};
 pub use joins::BROADCAST_ROWS;
 pub use shuffle_files::ShuffleCompression;
 

@@ -15,6 +15,7 @@ pub mod params;
 pub mod parse;
 mod positional;
 pub mod procedures;
+mod recursive;
 pub mod refs;
 pub mod resolve;
 pub mod row_level;
@@ -486,6 +487,10 @@ impl Engine {
         if let Some(stream) = self.run_if_small(&query).await? {
             return Ok(stream);
         }
+        if crate::cluster::recurses(&query.plan) {
+            return recursive::run_on_coordinator(&query.ctx, query.plan, self.statement_timeout)
+                .await;
+        }
         // One deadline for the statement's jobs.
         let deadline = self.statement_timeout.map(Deadline::after);
         let plan = self
@@ -833,6 +838,7 @@ fn parse_statement(sql: &str) -> Result<DfStatement> {
 fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     types::microsecond_timestamps(statement);
     time_travel::rewrite(statement)?;
+    recursive::named_columns(statement);
     row_level::truncate_as_delete(statement)?;
     row_level::delete_alias_as_table(statement);
     row_level::using_as_exists(statement)?;
