@@ -516,3 +516,19 @@ def test_a_repeated_join_is_computed_once(join_server, name):
     as_planned = any(name.endswith(end) for end in ("too large to keep", "no column read of it",
                                                     "correlated subquery"))
     assert scans == (4 if as_planned else 0), plan
+
+
+def test_ntile_splits_rows_as_duckdb_does(join_server):
+    """`ntile` puts the larger buckets first (src/cluster/ntile.rs; DataFusion 53's own
+    spreads them: 30 rows in 4 buckets of 8, 7, 8, 7), on the executors and on the
+    coordinator alike."""
+    server, reference = join_server
+    queries = [
+        "SELECT k, ntile(4) OVER (ORDER BY k) AS q FROM big WHERE k < 30",
+        "SELECT k, ntile(7) OVER (PARTITION BY v ORDER BY k) AS q FROM big WHERE v < 3",
+        "SELECT k, ntile(10) OVER (ORDER BY k) AS q FROM big WHERE k < 4",
+        "SELECT ntile(3) OVER (ORDER BY x) AS q FROM (VALUES (1), (2), (3), (4)) v(x)",
+    ]
+    with server.connect() as conn, conn.cursor() as cur:
+        for sql in queries:
+            assert rows(query(cur, sql)) == rows(reference.sql(sql).to_arrow_table()), sql

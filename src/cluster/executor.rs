@@ -73,12 +73,16 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
 }
 
 /// DataFusion's functions, including the nested (array, map) ones that Ballista's
-/// default executor registry leaves out.
+/// default executor registry leaves out, and Floe's `ntile`.
 fn function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
     for f in all_default_nested_functions() {
         registry.scalar_functions.insert(f.name().to_string(), f);
     }
+    let ntile = super::ntile::ntile();
+    registry
+        .window_functions
+        .insert(ntile.name().to_string(), ntile);
     registry
 }
 

@@ -21,6 +21,7 @@ mod jobs;
 mod join_order;
 mod joins;
 pub(crate) mod like_segments;
+mod ntile;
 mod result_files;
 mod shuffle_files;
 mod table_functions;
@@ -37,7 +38,7 @@ use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
 use ballista_scheduler::scheduler_process::create_scheduler;
 use ballista_scheduler::scheduler_server::SchedulerServer;
 use datafusion::catalog::MemoryCatalogProviderList;
-use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion::execution::{FunctionRegistry, SessionState, SessionStateBuilder};
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
@@ -119,12 +120,14 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
     let mut rules = joins::with_join_guards(PhysicalOptimizer::new().rules);
     rules.push(Arc::new(like_segments::LIKE_SEGMENTS));
     rules.push(Arc::new(filter_order::FILTER_ORDER));
-    Ok(SessionStateBuilder::new()
+    let mut state = SessionStateBuilder::new()
         .with_default_features()
         .with_table_functions(table_functions::table_functions())
         .with_config(config)
         .with_physical_optimizer_rules(rules)
-        .build())
+        .build();
+    state.register_udwf(ntile::ntile())?;
+    Ok(state)
 }
 
 impl Cluster {
