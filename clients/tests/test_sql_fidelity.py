@@ -241,3 +241,30 @@ def test_a_recursive_query_in_a_write_is_refused_not_left_waiting(cur, schema):
         fails(cur, sql, "(Unimplemented;", "recursive query")
     assert query(cur, f"SELECT count(*) AS n FROM {table}").to_pylist() == [{"n": 0}]
     assert query(cur, f"SHOW TABLES IN {schema}")["table_name"].to_pylist() == ["target"]
+
+
+SET_OPERATIONS = [
+    "SELECT a, b FROM {t} EXCEPT ALL SELECT a, b FROM {t} WHERE k % 3 = 0",
+    "SELECT a, b FROM {t} WHERE k < 40 INTERSECT ALL SELECT a, b FROM {t} WHERE k % 2 = 0",
+    "SELECT a FROM {t} EXCEPT ALL SELECT a FROM {t} WHERE k < 50",
+    "SELECT a, b FROM {t} EXCEPT SELECT a, b FROM {t} WHERE k % 3 = 0",
+    "SELECT a, b FROM {t} INTERSECT SELECT a, b FROM {t} WHERE k % 2 = 0",
+    "SELECT count(*), count(a) FROM (SELECT a, b FROM {t} EXCEPT ALL SELECT b, a FROM {t})",
+    "SELECT b FROM {t} WHERE a IN (SELECT a FROM {t} INTERSECT ALL SELECT a FROM {t} WHERE k < 10)",
+    "SELECT a FROM {t} EXCEPT ALL (SELECT a FROM {t} WHERE k < 30 INTERSECT ALL SELECT a FROM {t} WHERE k > 20)",
+]
+
+
+def test_intersect_all_and_except_all_count_copies_as_duckdb_does(cur, schema):
+    """DataFusion 53 alone keeps or drops every copy of a row (src/sql/set_operations.rs)."""
+    table = f"{schema}.bag"
+    cur.execute(f"CREATE TABLE {table} (k INT, a INT, b STRING) PARTITIONED BY (bucket(2, k))")
+    rows = ", ".join(f"({k}, {'NULL' if k % 7 == 0 else k % 4}, {'NULL' if k % 5 == 0 else repr(str(k % 3))})"
+                     for k in range(100))
+    cur.execute(f"INSERT INTO {table} VALUES {rows}")
+    reference = duckdb.connect()
+    reference.execute(f"CREATE TABLE bag AS SELECT * FROM (VALUES {rows}) v(k, a, b)")
+    for sql in SET_OPERATIONS:
+        got = sorted((tuple(r.values()) for r in query(cur, sql.format(t=table)).to_pylist()), key=repr)
+        want = sorted(reference.sql(sql.format(t="bag")).fetchall(), key=repr)
+        assert got == want, sql

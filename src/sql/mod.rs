@@ -21,6 +21,7 @@ pub mod resolve;
 pub mod row_level;
 pub mod running;
 pub mod session;
+mod set_operations;
 mod shared_subplans;
 mod show;
 mod show_create;
@@ -871,10 +872,10 @@ async fn plan_resolved(
         [] => plan,
         values => plan.with_param_values(ParamValues::from(values.to_vec()))?,
     };
+    let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
+    let plan = set_operations::with_multiset_intersect_and_except(plan)?;
     Ok((
-        subquery_names::with_subquery_values_renamed(uuids::rewrite_comparisons(
-            like::rewrite_escapes(plan)?,
-        )?)?,
+        subquery_names::with_subquery_values_renamed(plan)?,
         parameters,
     ))
 }
