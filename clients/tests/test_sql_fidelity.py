@@ -268,3 +268,12 @@ def test_intersect_all_and_except_all_count_copies_as_duckdb_does(cur, schema):
         got = sorted((tuple(r.values()) for r in query(cur, sql.format(t=table)).to_pylist()), key=repr)
         want = sorted(reference.sql(sql.format(t="bag")).fetchall(), key=repr)
         assert got == want, sql
+
+
+def test_a_query_datafusion_cannot_plan_is_unimplemented_not_internal(cur, schema):
+    table = f"{schema}.nums"
+    cur.execute(f"CREATE TABLE {table} (k INT, g INT)")
+    cur.execute(f"INSERT INTO {table} VALUES (1, 1), (2, 1), (3, 2)")
+    # A correlated scalar subquery on an inequality: DataFusion 53 cannot decorrelate it.
+    fails(cur, f"SELECT k, (SELECT count(*) FROM {table} b WHERE b.k < a.k) FROM {table} a",
+          "(Unimplemented;", "not supported: Physical plan does not support logical expression ScalarSubquery")

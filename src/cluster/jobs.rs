@@ -369,8 +369,15 @@ pub fn failed_job_error(message: &str) -> FloeError {
              cancelled its tasks; nothing was committed, retrying is safe"
         ));
     }
+    // The scheduler could not plan the job physically: DataFusion says what it lacks.
+    if let Some((_, lacking)) = message.split_once(NOT_IMPLEMENTED) {
+        return FloeError::unimplemented(format!("not supported: {}", lacking.trim()));
+    }
     FloeError::internal(message.trim().to_string())
 }
+
+/// How DataFusion's `NotImplemented` error starts.
+const NOT_IMPLEMENTED: &str = "This feature is not implemented: ";
 
 fn shutting_down() -> FloeError {
     FloeError::new(

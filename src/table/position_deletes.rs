@@ -205,7 +205,7 @@ async fn write_partition(
     );
     let file_io = spec.storage.file_io();
     let locations = RecordingLocations::under(&spec.data_location);
-    let mut cleanup = DeleteOnDrop::new(&locations, &file_io, &spec.write_id);
+    let mut cleanup = DeleteOnDrop::new(&locations, &file_io, &spec.write_id)?;
     let schema = delete_file_schema()?;
     let file_schema = arrow_schema(&schema)?;
     let parquet = ParquetWriterBuilder::new(spec.parquet.writer_properties()?, Arc::new(schema));

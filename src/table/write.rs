@@ -227,7 +227,7 @@ async fn write_partition(
     let prefix = format!("{}-{partition:05}-{}", spec.write_id, uuid::Uuid::new_v4());
     let file_io = spec.storage.file_io();
     let locations = RecordingLocations::under(&spec.data_location);
-    let mut cleanup = DeleteOnDrop::new(&locations, &file_io, &spec.write_id);
+    let mut cleanup = DeleteOnDrop::new(&locations, &file_io, &spec.write_id)?;
     let parquet = ParquetWriterBuilder::new(spec.parquet.writer_properties()?, spec.schema.clone());
     let rolling = RollingFileWriterBuilder::new(
         parquet,
@@ -403,14 +403,18 @@ pub(super) struct DeleteOnDrop {
 
 impl DeleteOnDrop {
     /// Armed until [`Self::disarm`]: the files `locations` hands out for a task of the
-    /// write `write_id`.
-    pub(super) fn new(locations: &RecordingLocations, file_io: &FileIO, write_id: &str) -> Self {
-        Self {
+    /// write `write_id`. Fails if the write is being discarded (the task must not start).
+    pub(super) fn new(
+        locations: &RecordingLocations,
+        file_io: &FileIO,
+        write_id: &str,
+    ) -> Result<Self> {
+        Ok(Self {
             files: locations.written.clone(),
             file_io: file_io.clone(),
             armed: true,
-            task: Some(RunningTask::start(write_id)),
-        }
+            task: Some(RunningTask::start(write_id)?),
+        })
     }
 
     /// The task handed its files over: they are the coordinator's now.

@@ -11,9 +11,11 @@
 //!    cancelled before it returned its file list deletes the files it opened
 //!    (`write::DeleteOnDrop`). Files a task returned belong to the coordinator.
 //! 3. **A failed job deletes the write's directory.** If the job fails, nothing was
-//!    committed: the coordinator waits (up to [`TASK_STOP_WAIT`]) until the write's
-//!    tasks running in its own process (`floe serve`'s executors, see [`RunningTask`])
-//!    have stopped and deleted what they opened, then deletes the write's directory
+//!    committed: the coordinator lets no more of the write's tasks start in its own
+//!    process (`floe serve`'s executors, see [`RunningTask`]; one launched just before
+//!    the failure would write into the directory being deleted), waits (up to
+//!    [`TASK_STOP_WAIT`]) until those running have stopped and deleted what they
+//!    opened, then deletes the write's directory
 //!    through the table's `FileIO` ([`discard_writes`]), and again after
 //!    [`SWEEP_DELAYS`] for tasks of other processes that were still finishing (a sweep
 //!    that finds the directory there again says so in the log). The cost is that of one
@@ -49,7 +51,7 @@
 //!    snapshot summary of the table, and any `_staging/` directory, older than any
 //!    running statement. (Floe does not run such a sweep yet.)
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
@@ -62,7 +64,7 @@ use super::data_location;
 use super::journal;
 use super::overwrite::{Overwrite, commit_overwrite};
 use crate::catalog::commit::FloeCatalog;
-use crate::error::{ErrorKind, Result};
+use crate::error::{ErrorKind, FloeError, Result};
 use crate::ops::metrics::metrics;
 
 /// How many times a commit the catalog lost (`UNAVAILABLE`, nothing committed) is tried.
@@ -81,8 +83,20 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// directory is deleted (they were cancelled with the job; the sweeps catch later ones).
 pub const TASK_STOP_WAIT: Duration = Duration::from_secs(5);
 
-/// The write tasks running in this process, by write id.
-static RUNNING_TASKS: LazyLock<Mutex<HashMap<String, usize>>> = LazyLock::new(Default::default);
+/// The writes of this process's tasks: how many tasks of each write run, and the writes
+/// being discarded, whose tasks may not start any more (a file written after the
+/// deletion of the write's directory began would stay).
+#[derive(Default)]
+struct LocalWrites {
+    running: HashMap<String, usize>,
+    discarded: HashSet<String>,
+}
+
+static LOCAL_WRITES: LazyLock<Mutex<LocalWrites>> = LazyLock::new(Default::default);
+
+fn local_writes() -> std::sync::MutexGuard<'static, LocalWrites> {
+    LOCAL_WRITES.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A write task running in this process, from its start until it stopped and, if it
 /// failed, deleted the files it opened.
@@ -91,30 +105,47 @@ pub struct RunningTask {
 }
 
 impl RunningTask {
-    pub fn start(write_id: &str) -> Self {
-        let mut running = RUNNING_TASKS.lock().unwrap_or_else(|e| e.into_inner());
-        *running.entry(write_id.to_string()).or_default() += 1;
-        Self {
-            write_id: write_id.to_string(),
+    /// Counts a task of `write_id` as running; fails if the write is being discarded.
+    pub fn start(write_id: &str) -> Result<Self> {
+        let mut writes = local_writes();
+        if writes.discarded.contains(write_id) {
+            return Err(FloeError::aborted(format!(
+                "write {write_id} failed; its remaining tasks do not start"
+            )));
         }
+        *writes.running.entry(write_id.to_string()).or_default() += 1;
+        Ok(Self {
+            write_id: write_id.to_string(),
+        })
     }
 }
 
 impl Drop for RunningTask {
     fn drop(&mut self) {
-        let mut running = RUNNING_TASKS.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(count) = running.get_mut(&self.write_id) {
+        let mut writes = local_writes();
+        if let Some(count) = writes.running.get_mut(&self.write_id) {
             *count -= 1;
             if *count == 0 {
-                running.remove(&self.write_id);
+                writes.running.remove(&self.write_id);
             }
         }
     }
 }
 
 fn tasks_running(write_ids: &[String]) -> bool {
-    let running = RUNNING_TASKS.lock().unwrap_or_else(|e| e.into_inner());
-    write_ids.iter().any(|id| running.contains_key(id))
+    let writes = local_writes();
+    write_ids.iter().any(|id| writes.running.contains_key(id))
+}
+
+/// Marks writes as discarded (`true`) or forgets them (`false`).
+fn set_discarded(write_ids: &[String], discarded: bool) {
+    let mut writes = local_writes();
+    for id in write_ids {
+        match discarded {
+            true => writes.discarded.insert(id.clone()),
+            false => writes.discarded.remove(id),
+        };
+    }
 }
 
 /// Waits until no task of these writes runs in this process, or `limit` has passed.
@@ -215,6 +246,7 @@ fn written_bytes(files: &[WrittenFile]) -> u64 {
 /// tasks in this process have stopped, and again after [`SWEEP_DELAYS`] (tasks of a
 /// failed job in other processes may still be finishing).
 pub async fn discard_writes(planned: &Table, write_ids: &[String]) {
+    set_discarded(write_ids, true);
     tasks_stopped(write_ids, TASK_STOP_WAIT).await;
     let locations: Vec<String> = write_ids
         .iter()
@@ -234,6 +266,7 @@ pub async fn discard_writes(planned: &Table, write_ids: &[String]) {
         for write_id in &write_ids {
             journal::end(write_id);
         }
+        set_discarded(&write_ids, false);
     });
 }
 
