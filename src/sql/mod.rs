@@ -40,8 +40,8 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, ParamValues, ScalarValue};
 use datafusion::execution::SendableRecordBatchStream;
-use datafusion::execution::TaskContext;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use datafusion::execution::{SessionState, TaskContext};
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, Values, WriteOp};
 use datafusion::physical_plan::execute_stream;
@@ -489,8 +489,10 @@ impl Engine {
             return Ok(stream);
         }
         if crate::cluster::recurses(&query.plan) {
-            return recursive::run_on_coordinator(&query.ctx, query.plan, self.statement_timeout)
-                .await;
+            let state = query.ctx.state();
+            let plan = state.create_physical_plan(&query.plan).await?;
+            let task = self.coordinator_task(&state);
+            return recursive::run_on_coordinator(plan, task, self.statement_timeout);
         }
         // One deadline for the statement's jobs.
         let deadline = self.statement_timeout.map(Deadline::after);
@@ -539,12 +541,17 @@ impl Engine {
         if !small::is_small(&plan, self.local_query_max_bytes) {
             return Ok(None);
         }
-        let task = TaskContext::from(&state);
-        let task = match &self.local_runtime {
+        Ok(Some(execute_stream(plan, self.coordinator_task(&state))?))
+    }
+
+    /// A task context for running a plan on the coordinator, within its memory limit
+    /// for queries run there, if one is set.
+    fn coordinator_task(&self, state: &SessionState) -> Arc<TaskContext> {
+        let task = TaskContext::from(state);
+        match &self.local_runtime {
             Some(runtime) => Arc::new(task.with_runtime(runtime.clone())),
             None => Arc::new(task),
-        };
-        Ok(Some(execute_stream(plan, task)?))
+        }
     }
 
     async fn run_alter_form(&self, caller: &Caller, form: &AlterForm) -> Result<()> {

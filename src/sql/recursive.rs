@@ -17,10 +17,9 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use datafusion::execution::SendableRecordBatchStream;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::prelude::SessionContext;
+use datafusion::physical_plan::{ExecutionPlan, execute_stream};
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::{Query, SelectItem, SetExpr, VisitMut, VisitorMut};
 use futures::StreamExt;
@@ -32,16 +31,12 @@ use crate::ops::statements;
 
 /// Runs `plan` in this process and streams its result; the stream fails past `timeout`
 /// or when the statement is killed, and dropping it stops the query.
-pub async fn run_on_coordinator(
-    ctx: &Arc<SessionContext>,
-    plan: LogicalPlan,
+pub fn run_on_coordinator(
+    plan: Arc<dyn ExecutionPlan>,
+    task: Arc<TaskContext>,
     timeout: Option<Duration>,
 ) -> Result<SendableRecordBatchStream> {
-    let mut rows = ctx
-        .execute_logical_plan(plan)
-        .await?
-        .execute_stream()
-        .await?;
+    let mut rows = execute_stream(plan, task)?;
     let schema = rows.schema();
     let (out, mut batches) = mpsc::channel(2);
     let limit = async move {
