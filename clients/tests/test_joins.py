@@ -532,3 +532,22 @@ def test_ntile_splits_rows_as_duckdb_does(join_server):
     with server.connect() as conn, conn.cursor() as cur:
         for sql in queries:
             assert rows(query(cur, sql)) == rows(reference.sql(sql).to_arrow_table()), sql
+
+
+def test_filters_and_joins_that_keep_no_column_answer_as_duckdb_does(join_server):
+    """`count(*)` over a cross join of filtered sides: each filter keeps no column, which
+    datafusion-proto 53 decoded as keeping all, so a stage failed ("Batch has 1 columns
+    but BatchCoalescer expects 0"; src/cluster/empty_projections.rs)."""
+    server, _ = join_server
+    reference = duckdb.connect()
+    reference.execute("CREATE TABLE wide (k BIGINT, g INT, s VARCHAR)")
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE wide (k BIGINT, g INT, s STRING) PARTITIONED BY (g)")
+        for part in range(4):
+            rows = ", ".join(f"({k}, {k % 5}, 's{k % 13}')" for k in range(part * 500, part * 500 + 500))
+            cur.execute(f"INSERT INTO wide VALUES {rows}")
+            reference.execute(f"INSERT INTO wide VALUES {rows}")
+        for sql in ["SELECT count(*) AS n FROM (SELECT s FROM wide WHERE k > 1990) a "
+                    "CROSS JOIN (SELECT s FROM wide WHERE k > 1990) b",
+                    "SELECT count(*) AS n FROM wide a JOIN wide b ON a.k + 1 = b.k WHERE a.g = 2"]:
+            assert [r["n"] for r in query(cur, sql).to_pylist()] == [r[0] for r in reference.sql(sql).fetchall()], sql

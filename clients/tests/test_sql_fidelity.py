@@ -277,3 +277,4 @@ def test_a_query_datafusion_cannot_plan_is_unimplemented_not_internal(cur, schem
     # A correlated scalar subquery on an inequality: DataFusion 53 cannot decorrelate it.
     fails(cur, f"SELECT k, (SELECT count(*) FROM {table} b WHERE b.k < a.k) FROM {table} a",
           "(Unimplemented;", "not supported: Physical plan does not support logical expression ScalarSubquery")
+

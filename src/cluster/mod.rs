@@ -10,6 +10,7 @@
 mod activity;
 mod aggregate_reduction;
 mod coordinator_service;
+mod empty_projections;
 mod engine;
 mod executor;
 mod explain;
@@ -120,6 +121,9 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
     let mut rules = joins::with_join_guards(PhysicalOptimizer::new().rules);
     rules.push(Arc::new(like_segments::LIKE_SEGMENTS));
     rules.push(Arc::new(filter_order::FILTER_ORDER));
+    rules.push(Arc::new(
+        empty_projections::ONE_COLUMN_FOR_EMPTY_PROJECTIONS,
+    ));
     let mut state = SessionStateBuilder::new()
         .with_default_features()
         .with_table_functions(table_functions::table_functions())
