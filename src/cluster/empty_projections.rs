@@ -9,10 +9,8 @@
 
 use std::sync::Arc;
 
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
-use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_expr::projection::ProjectionRef;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use datafusion::physical_plan::joins::{
@@ -20,67 +18,52 @@ use datafusion::physical_plan::joins::{
 };
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 
+use super::node_rule::NodeRule;
+
 /// See the module documentation.
-pub(super) const ONE_COLUMN_FOR_EMPTY_PROJECTIONS: OneColumnForEmptyProjections =
-    OneColumnForEmptyProjections;
+pub(super) const ONE_COLUMN_FOR_EMPTY_PROJECTIONS: NodeRule = NodeRule {
+    name: "floe_one_column_for_empty_projections",
+    rewrite: one_column_then_none,
+};
 
-#[derive(Debug)]
-pub(super) struct OneColumnForEmptyProjections;
-
-impl PhysicalOptimizerRule for OneColumnForEmptyProjections {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        _: &ConfigOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let rewritten = plan.transform_up(|node| {
-            Ok(match with_one_column(&node) {
-                Some(projected) => {
-                    let none: Vec<ProjectionExpr> = Vec::new();
-                    Transformed::yes(Arc::new(ProjectionExec::try_new(none, projected)?) as _)
-                }
-                None => Transformed::no(node),
-            })
-        })?;
-        Ok(rewritten.data)
-    }
-
-    fn name(&self) -> &str {
-        "floe_one_column_for_empty_projections"
-    }
-
-    fn schema_check(&self) -> bool {
-        true
-    }
+/// `node` keeping its first column under a projection of none, if it is a filter or a
+/// join that keeps no column (and has a column to keep: else it stays).
+fn one_column_then_none(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(Ok(kept)) = with_first_column(node) else {
+        return Ok(None);
+    };
+    let none: Vec<ProjectionExpr> = Vec::new();
+    Ok(Some(Arc::new(ProjectionExec::try_new(none, kept)?)))
 }
 
-/// `node` projecting its first column instead of none, if it is a filter or join with an
-/// empty projection (and has a column to keep).
-fn with_one_column(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+/// The filter or join `node` projecting its first column, if it projects none.
+fn with_first_column(node: &Arc<dyn ExecutionPlan>) -> Option<Result<Arc<dyn ExecutionPlan>>> {
+    let keeps_none =
+        |projection: &Option<ProjectionRef>| projection.as_ref().is_some_and(|p| p.is_empty());
     let first = Some(vec![0]);
     let any = node.as_any();
     if let Some(filter) = any.downcast_ref::<FilterExec>() {
-        let empty = filter.projection().as_ref().is_some_and(|p| p.is_empty());
         // A builder from the filter would combine the projection with its empty one.
-        let kept = FilterExecBuilder::new(filter.predicate().clone(), filter.input().clone())
-            .with_default_selectivity(filter.default_selectivity())
-            .with_fetch(filter.fetch())
-            .apply_projection(first)
-            .and_then(FilterExecBuilder::build);
-        return empty.then(|| kept.ok()).flatten().map(|f| Arc::new(f) as _);
+        return keeps_none(filter.projection()).then(|| {
+            let kept = FilterExecBuilder::new(filter.predicate().clone(), filter.input().clone())
+                .with_default_selectivity(filter.default_selectivity())
+                .with_fetch(filter.fetch())
+                .apply_projection(first)?
+                .build()?;
+            Ok(Arc::new(kept) as _)
+        });
     }
     if let Some(join) = any.downcast_ref::<HashJoinExec>() {
-        let empty = join.projection.as_ref().is_some_and(|p| p.is_empty());
-        let kept = join.builder().with_projection(first).build().ok()?;
-        return empty.then(|| Arc::new(kept) as _);
+        return keeps_none(&join.projection)
+            .then(|| Ok(Arc::new(join.builder().with_projection(first).build()?) as _));
     }
     if let Some(join) = any.downcast_ref::<NestedLoopJoinExec>() {
-        let empty = join.projection().as_ref().is_some_and(|p| p.is_empty());
-        let kept = NestedLoopJoinExecBuilder::from(join)
-            .with_projection(first)
-            .build()
-            .ok()?;
-        return empty.then(|| Arc::new(kept) as _);
+        return keeps_none(join.projection()).then(|| {
+            let kept = NestedLoopJoinExecBuilder::from(join)
+                .with_projection(first)
+                .build()?;
+            Ok(Arc::new(kept) as _)
+        });
     }
     None
 }

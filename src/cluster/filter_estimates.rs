@@ -15,13 +15,13 @@ use datafusion::error::Result;
 use datafusion::physical_expr::intervals::utils::check_support;
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 
-use super::filter_rule::FilterRule;
+use super::node_rule::{NodeRule, on_filter};
 use crate::table::selectivity::estimated_selectivity;
 
 /// Sets the default selectivity of each filter DataFusion cannot estimate itself.
-pub(super) const FILTER_ESTIMATES: FilterRule = FilterRule {
+pub(super) const FILTER_ESTIMATES: NodeRule = NodeRule {
     name: "floe_filter_estimates",
-    rewrite: with_estimate,
+    rewrite: |node| on_filter(node, with_estimate),
 };
 
 fn with_estimate(filter: &FilterExec) -> Result<Option<FilterExec>> {

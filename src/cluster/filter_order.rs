@@ -26,14 +26,14 @@ use datafusion::physical_expr::expressions::{
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr, conjunction, split_conjunction};
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 
-use super::filter_rule::FilterRule;
 use super::like_segments;
+use super::node_rule::{NodeRule, on_filter};
 use crate::table::selectivity::{compared, estimated_selectivity};
 
 /// Orders the conditions of each filter of two or more.
-pub(super) const FILTER_ORDER: FilterRule = FilterRule {
+pub(super) const FILTER_ORDER: NodeRule = NodeRule {
     name: "floe_filter_order",
-    rewrite: in_cheapest_order,
+    rewrite: |node| on_filter(node, in_cheapest_order),
 };
 
 /// Relative costs per row, of a comparison of two numbers or dates.

@@ -54,6 +54,7 @@ use super::aggregate_reduction::JOIN_KEYS_REDUCE_AGGREGATES;
 use super::filter_estimates::FILTER_ESTIMATES;
 use super::held_outputs::held_outputs;
 use super::join_order::{SELECTIVE_JOINS_FIRST, SEMI_JOINS_BEFORE_INNER_JOINS};
+use super::node_rule::NodeRule;
 use crate::table::selectivity::column_distinct_values;
 
 /// A build side under this many bytes is broadcast (where that is correct).
@@ -215,40 +216,23 @@ fn with_probe_coalesced(
 
 /// Gives each nested loop join of a type that emits unmatched build rows at its end a
 /// single probe partition (it has no partitioned form to demote it to).
-const SINGLE_PROBE_FOR_NESTED_LOOP_JOINS: SingleProbeForNestedLoopJoins =
-    SingleProbeForNestedLoopJoins;
+const SINGLE_PROBE_FOR_NESTED_LOOP_JOINS: NodeRule = NodeRule {
+    name: "floe_single_probe_for_nested_loop_joins",
+    rewrite: nested_loop_join_with_single_probe,
+};
 
-#[derive(Debug)]
-struct SingleProbeForNestedLoopJoins;
-
-impl PhysicalOptimizerRule for SingleProbeForNestedLoopJoins {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        _: &ConfigOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let rewritten = plan.transform_up(|node| {
-            let Some(join) = node.as_any().downcast_ref::<NestedLoopJoinExec>() else {
-                return Ok(Transformed::no(node));
-            };
-            if !emits_build_rows_at_end(join.join_type())
-                || join.right().output_partitioning().partition_count() <= 1
-            {
-                return Ok(Transformed::no(node));
-            }
-            let single_probe = with_probe_coalesced(&node, join.left(), join.right())?;
-            Ok(Transformed::yes(single_probe))
-        })?;
-        Ok(rewritten.data)
+fn nested_loop_join_with_single_probe(
+    node: &Arc<dyn ExecutionPlan>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(join) = node.as_any().downcast_ref::<NestedLoopJoinExec>() else {
+        return Ok(None);
+    };
+    if !emits_build_rows_at_end(join.join_type())
+        || join.right().output_partitioning().partition_count() <= 1
+    {
+        return Ok(None);
     }
-
-    fn name(&self) -> &str {
-        "floe_single_probe_for_nested_loop_joins"
-    }
-
-    fn schema_check(&self) -> bool {
-        true
-    }
+    Ok(Some(with_probe_coalesced(node, join.left(), join.right())?))
 }
 
 /// Deduplicates, per task, the join keys of a shuffled semi, anti or mark join's side

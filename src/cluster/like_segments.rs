@@ -26,7 +26,7 @@ use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 use memchr::memmem::Finder;
 
-use super::filter_rule::FilterRule;
+use super::node_rule::{NodeRule, on_filter};
 
 /// The function's name, by which executors decode it.
 pub const NAME: &str = "floe_like_segments";
@@ -144,9 +144,9 @@ impl<'a> Pattern<'a> {
 
 /// Replaces, in filters, each `LIKE` that [`Pattern::of`] takes by a call of
 /// [`LikeSegments`].
-pub(super) const LIKE_SEGMENTS: FilterRule = FilterRule {
+pub(super) const LIKE_SEGMENTS: NodeRule = NodeRule {
     name: "floe_like_segments",
-    rewrite: with_segments_calls,
+    rewrite: |node| on_filter(node, with_segments_calls),
 };
 
 fn with_segments_calls(filter: &FilterExec) -> Result<Option<FilterExec>> {
