@@ -25,6 +25,8 @@ from floe_flight import _command, _length_delimited
 
 # Minutes of work, batch by batch: the window to act while it runs.
 SLOW_QUERY = "SELECT sum(value) AS s FROM generate_series(1, 20000000000)"
+# Runs on the coordinator, not as a job (src/sql/recursive.rs), and never ends.
+ENDLESS_RECURSION = "WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r) SELECT count(*) AS c FROM r"
 
 
 def http_get(url: str) -> tuple[int, str]:
@@ -65,9 +67,9 @@ def run_in_thread(target):
     return thread, outcome
 
 
-def slow_query(server):
+def slow_query(server, sql=SLOW_QUERY):
     with server.connect() as conn, conn.cursor() as cur:
-        return query(cur, SLOW_QUERY).to_pylist()
+        return query(cur, sql).to_pylist()
 
 
 def running_ids(server, kind="query"):
@@ -164,12 +166,13 @@ def test_the_query_log_has_one_json_line_per_statement(tmp_path):
     assert all(isinstance(e["duration_ms"], int) for e in ended)
 
 
-def test_show_statements_lists_a_running_query_and_kill_cancels_it(server):
-    thread, outcome = run_in_thread(lambda: slow_query(server))
+@pytest.mark.parametrize("sql", [SLOW_QUERY, ENDLESS_RECURSION])
+def test_show_statements_lists_a_running_query_and_kill_cancels_it(server, sql):
+    thread, outcome = run_in_thread(lambda: slow_query(server, sql))
     ids = wait_for(lambda: running_ids(server), what="the slow query in SHOW STATEMENTS")
     with server.connect() as conn, conn.cursor() as cur:
         listed = {row["id"]: row for row in query(cur, "SHOW STATEMENTS").to_pylist()}
-        assert listed[ids[0]]["sql"] == SLOW_QUERY and listed[ids[0]]["user"] == "anonymous"
+        assert listed[ids[0]]["sql"] == sql and listed[ids[0]]["user"] == "anonymous"
         assert listed[ids[0]]["state"] == "running"
         assert listed[ids[0]]["elapsed_ms"] >= 0
         started = time.time()
@@ -184,6 +187,26 @@ def test_show_statements_lists_a_running_query_and_kill_cancels_it(server):
             cur.execute(f"KILL {ids[0]}")
         # The server still answers.
         assert query(cur, "SELECT 1 AS one").to_pylist() == [{"one": 1}]
+
+
+def test_a_client_gone_mid_recursion_stops_it(server):
+    """A client killed while the coordinator recurses (before any row: a count) ends the
+    statement and the recursion with it."""
+    descriptor = flight.FlightDescriptor.for_command(_command("CommandStatementQuery", ENDLESS_RECURSION))
+    reader_script = (
+        "import sys, pyarrow.flight as f\n"
+        "c = f.FlightClient(sys.argv[1])\n"
+        "info = c.get_flight_info(f.FlightDescriptor.for_command(bytes.fromhex(sys.argv[2])))\n"
+        "r = c.do_get(info.endpoints[0].ticket)\n"
+        "print('reading', flush=True); r.read_all()\n")
+    reader = subprocess.Popen([sys.executable, "-c", reader_script, server.uri, descriptor.command.hex()],
+                              stdout=subprocess.PIPE)
+    assert reader.stdout.readline() == b"reading\n"
+    wait_for(lambda: running_ids(server), what="the recursion in SHOW STATEMENTS")
+    reader.kill()
+    reader.wait()
+    wait_for(lambda: not running_ids(server), timeout=30, what="the recursion's end")
+    assert cpu_ticks(server, seconds=2) < 100, "less than half a core"
 
 
 def test_admission_queues_refuses_when_full_and_recovers(tmp_path):

@@ -213,6 +213,9 @@ RECURSIVE = [
     "SELECT count(*), sum(k) FROM {t} JOIN r ON {t}.k = r.n * 3",
     "WITH RECURSIVE r AS (SELECT k AS n FROM {t} WHERE k < 3 UNION ALL "
     "SELECT {t}.k FROM r JOIN {t} ON {t}.k = r.n + 500) SELECT count(*), sum(n) FROM r",
+    "WITH RECURSIVE \"it's r\"(\"n \"\"x\"\"\") AS (SELECT 1 UNION ALL SELECT \"n \"\"x\"\"\" + 1 "
+    "FROM \"it's r\" WHERE \"n \"\"x\"\"\" < 4) SELECT * FROM \"it's r\"",
+    "WITH RECURSIVE r(n) AS (SELECT 1 WHERE false UNION ALL SELECT n + 1 FROM r WHERE n < 4) SELECT * FROM r",
 ]
 
 
@@ -252,6 +255,8 @@ SET_OPERATIONS = [
     "SELECT count(*), count(a) FROM (SELECT a, b FROM {t} EXCEPT ALL SELECT b, a FROM {t})",
     "SELECT b FROM {t} WHERE a IN (SELECT a FROM {t} INTERSECT ALL SELECT a FROM {t} WHERE k < 10)",
     "SELECT a FROM {t} EXCEPT ALL (SELECT a FROM {t} WHERE k < 30 INTERSECT ALL SELECT a FROM {t} WHERE k > 20)",
+    "SELECT a, b FROM {t} EXCEPT ALL SELECT a, b FROM {t}",
+    "SELECT b AS \"it's \"\"b\"\"\" FROM {t} INTERSECT ALL SELECT b FROM {t} WHERE b LIKE '1%'",
 ]
 
 
@@ -268,6 +273,8 @@ def test_intersect_all_and_except_all_count_copies_as_duckdb_does(cur, schema):
         got = sorted((tuple(r.values()) for r in query(cur, sql.format(t=table)).to_pylist()), key=repr)
         want = sorted(reference.sql(sql.format(t="bag")).fetchall(), key=repr)
         assert got == want, sql
+    quoted = query(cur, SET_OPERATIONS[-1].format(t=table))
+    assert quoted.column_names == ["it's \"b\""]
 
 
 def test_a_query_datafusion_cannot_plan_is_unimplemented_not_internal(cur, schema):

@@ -490,7 +490,10 @@ impl Engine {
         }
         if crate::cluster::recurses(&query.plan) {
             let state = query.ctx.state();
-            let plan = state.create_physical_plan(&query.plan).await?;
+            let plan = state
+                .create_physical_plan(&query.plan)
+                .await
+                .map_err(|e| planning_failure(&query.ctx, &query.plan, &query.catalog, e.into()))?;
             let task = self.coordinator_task(&state);
             return recursive::run_on_coordinator(plan, task, self.statement_timeout);
         }
