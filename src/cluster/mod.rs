@@ -25,6 +25,7 @@ mod node_rule;
 mod ntile;
 mod result_files;
 mod shuffle_files;
+mod statistics_answers;
 mod table_functions;
 mod task_errors;
 
@@ -118,7 +119,8 @@ pub fn session_config(catalog_name: &str, target_partitions: usize) -> SessionCo
 
 /// A plain DataFusion state: the scheduler plans physically with it.
 fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionState> {
-    let mut rules = joins::with_join_guards(PhysicalOptimizer::new().rules);
+    let rules = statistics_answers::with_statistics_answers(PhysicalOptimizer::new().rules);
+    let mut rules = joins::with_join_guards(rules);
     rules.push(Arc::new(like_segments::LIKE_SEGMENTS));
     rules.push(Arc::new(filter_order::FILTER_ORDER));
     rules.push(Arc::new(
