@@ -534,19 +534,26 @@ def test_ntile_splits_rows_as_duckdb_does(join_server):
             assert rows(query(cur, sql)) == rows(reference.sql(sql).to_arrow_table()), sql
 
 
+def fill_partitioned_table(cur, reference, name):
+    """`name` (k, g, s) partitioned by g, in Floe and in DuckDB: 4 inserts of 500 rows, 20
+    files; s is one of 13 strings, NULL in every 17th row."""
+    reference.execute(f"CREATE TABLE {name} (k BIGINT, g INT, s VARCHAR)")
+    cur.execute(f"CREATE TABLE {name} (k BIGINT, g INT, s STRING) PARTITIONED BY (g)")
+    for part in range(4):
+        rows = ", ".join(f"({k}, {k % 5}, {'NULL' if k % 17 == 0 else repr(f's{k % 13}')})"
+                         for k in range(part * 500, part * 500 + 500))
+        cur.execute(f"INSERT INTO {name} VALUES {rows}")
+        reference.execute(f"INSERT INTO {name} VALUES {rows}")
+
+
 def test_filters_and_joins_that_keep_no_column_answer_as_duckdb_does(join_server):
     """`count(*)` over a cross join of filtered sides: each filter keeps no column, which
     datafusion-proto 53 decoded as keeping all, so a stage failed ("Batch has 1 columns
     but BatchCoalescer expects 0"; src/cluster/empty_projections.rs)."""
     server, _ = join_server
     reference = duckdb.connect()
-    reference.execute("CREATE TABLE wide (k BIGINT, g INT, s VARCHAR)")
     with server.connect() as conn, conn.cursor() as cur:
-        cur.execute("CREATE TABLE wide (k BIGINT, g INT, s STRING) PARTITIONED BY (g)")
-        for part in range(4):
-            rows = ", ".join(f"({k}, {k % 5}, 's{k % 13}')" for k in range(part * 500, part * 500 + 500))
-            cur.execute(f"INSERT INTO wide VALUES {rows}")
-            reference.execute(f"INSERT INTO wide VALUES {rows}")
+        fill_partitioned_table(cur, reference, "wide")
         for sql in ["SELECT count(*) AS n FROM (SELECT s FROM wide WHERE k > 1990) a "
                     "CROSS JOIN (SELECT s FROM wide WHERE k > 1990) b",
                     "SELECT count(*) AS n FROM wide a JOIN wide b ON a.k + 1 = b.k WHERE a.g = 2"]:
@@ -561,14 +568,8 @@ def test_a_count_over_a_join_estimated_to_be_empty_is_counted(join_server):
     (src/cluster/statistics_answers.rs)."""
     server, _ = join_server
     reference = duckdb.connect()
-    reference.execute("CREATE TABLE named (k BIGINT, g INT, s VARCHAR)")
     with server.connect() as conn, conn.cursor() as cur:
-        cur.execute("CREATE TABLE named (k BIGINT, g INT, s STRING) PARTITIONED BY (g)")
-        for part in range(4):
-            rows = ", ".join(f"({k}, {k % 5}, {'NULL' if k % 17 == 0 else repr(f's{k % 13}')})"
-                             for k in range(part * 500, part * 500 + 500))
-            cur.execute(f"INSERT INTO named VALUES {rows}")
-            reference.execute(f"INSERT INTO named VALUES {rows}")
+        fill_partitioned_table(cur, reference, "named")
         for sql in ["SELECT count(*) AS n FROM named a JOIN named b ON a.s = b.s "
                     "WHERE a.k < 20 AND b.k < 20",
                     "SELECT count(*) AS n FROM (SELECT s FROM named WHERE k > 1990) a "
