@@ -534,6 +534,24 @@ def test_ntile_splits_rows_as_duckdb_does(join_server):
             assert rows(query(cur, sql)) == rows(reference.sql(sql).to_arrow_table()), sql
 
 
+def test_median_of_integers_is_a_double_as_duckdb_answers(join_server):
+    """DataFusion 53's `median` keeps its argument's type: the median of 2 and 3 was 2
+    (src/cluster/median.rs). On the executors, grouped and not, and on the coordinator."""
+    server, reference = join_server
+    queries = [
+        "SELECT v, median(k) AS m FROM big GROUP BY v",
+        "SELECT median(k) AS m FROM big WHERE k < 30",
+        "SELECT median(DISTINCT v) AS m FROM big",
+        "SELECT median(x) AS m FROM (VALUES (2), (3)) v(x)",
+        "SELECT median(x) AS m FROM (VALUES (2.5), (3.5), (NULL)) v(x)",
+    ]
+    with server.connect() as conn, conn.cursor() as cur:
+        for sql in queries:
+            got, expected = query(cur, sql), reference.sql(sql).to_arrow_table()
+            assert rows(got) == rows(expected), sql
+            assert got.schema.field("m").type == pa.float64(), sql
+
+
 def fill_partitioned_table(cur, reference, name):
     """`name` (k, g, s) partitioned by g, in Floe and in DuckDB: 4 inserts of 500 rows, 20
     files; s is one of 13 strings, NULL in every 17th row."""

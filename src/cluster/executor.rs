@@ -73,7 +73,7 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
 }
 
 /// DataFusion's functions, including the nested (array, map) ones that Ballista's
-/// default executor registry leaves out, and Floe's `ntile`.
+/// default executor registry leaves out, and Floe's `ntile` and `median`.
 fn function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
     for f in all_default_nested_functions() {
@@ -83,6 +83,10 @@ fn function_registry() -> BallistaFunctionRegistry {
     registry
         .window_functions
         .insert(ntile.name().to_string(), ntile);
+    let median = super::median::median();
+    registry
+        .aggregate_functions
+        .insert(median.name().to_string(), median);
     registry
 }
 

@@ -21,6 +21,7 @@ mod jobs;
 mod join_order;
 mod joins;
 pub(crate) mod like_segments;
+mod median;
 mod node_rule;
 mod ntile;
 mod result_files;
@@ -133,6 +134,7 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
         .with_physical_optimizer_rules(rules)
         .build();
     state.register_udwf(ntile::ntile())?;
+    state.register_udaf(median::median())?;
     Ok(state)
 }
 
