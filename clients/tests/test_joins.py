@@ -553,12 +553,14 @@ def test_median_of_integers_is_a_double_as_duckdb_answers(join_server):
 
 
 def fill_partitioned_table(cur, reference, name):
-    """`name` (k, g, s) partitioned by g, in Floe and in DuckDB: 4 inserts of 500 rows, 20
-    files; s is one of 13 strings, NULL in every 17th row."""
-    reference.execute(f"CREATE TABLE {name} (k BIGINT, g INT, s VARCHAR)")
-    cur.execute(f"CREATE TABLE {name} (k BIGINT, g INT, s STRING) PARTITIONED BY (g)")
+    """`name` (k, g, s, x) partitioned by g, in Floe and in DuckDB: 4 inserts of 500 rows,
+    20 files; s is one of 13 strings, NULL in every 17th row; x is k / 2, NULL in every
+    11th."""
+    reference.execute(f"CREATE TABLE {name} (k BIGINT, g INT, s VARCHAR, x DOUBLE)")
+    cur.execute(f"CREATE TABLE {name} (k BIGINT, g INT, s STRING, x DOUBLE) PARTITIONED BY (g)")
     for part in range(4):
-        rows = ", ".join(f"({k}, {k % 5}, {'NULL' if k % 17 == 0 else repr(f's{k % 13}')})"
+        rows = ", ".join(f"({k}, {k % 5}, {'NULL' if k % 17 == 0 else repr(f's{k % 13}')}, "
+                         f"{'NULL' if k % 11 == 0 else k / 2})"
                          for k in range(part * 500, part * 500 + 500))
         cur.execute(f"INSERT INTO {name} VALUES {rows}")
         reference.execute(f"INSERT INTO {name} VALUES {rows}")
@@ -601,3 +603,28 @@ def test_a_count_over_a_join_estimated_to_be_empty_is_counted(join_server):
         plan = query(cur, "EXPLAIN SELECT count(*) AS n, max(k) AS hi FROM named")
         physical = dict(zip(plan["plan_type"].to_pylist(), plan["plan"].to_pylist()))["physical_plan"]
         assert "IcebergScanExec" not in physical, physical
+
+
+def test_all_and_any_subqueries_answer_as_duckdb_does(join_server):
+    """`ALL`/`ANY` subqueries become mark and anti joins against the compared column:
+    over the same table unaliased, both sides were `t.k` and the join compared a column
+    with itself (no row; src/sql/subquery_names.rs); and DataFusion's projection pushdown
+    read a mark join's output as both sides' columns ("Input field name x does not match
+    with the projection expression k"; src/cluster/join_projections.rs)."""
+    server, _ = join_server
+    reference = duckdb.connect()
+    with server.connect() as conn, conn.cursor() as cur:
+        fill_partitioned_table(cur, reference, "compared")
+        for sql in ["SELECT k FROM compared WHERE k > ALL (SELECT k FROM compared WHERE k < 1990)",
+                    "SELECT k FROM compared WHERE k <= ANY (SELECT k FROM compared WHERE k < 5)",
+                    "SELECT k FROM compared WHERE x > ALL "
+                    "(SELECT x FROM compared WHERE k < 1990 AND x IS NOT NULL)",
+                    "SELECT a.k, a.g FROM compared a WHERE a.x > ALL "
+                    "(SELECT b.x FROM compared b WHERE b.k < 1990 AND b.x IS NOT NULL)",
+                    "SELECT a.k, a.s FROM compared a WHERE a.x < ANY "
+                    "(SELECT b.x FROM compared b WHERE b.k < 5)",
+                    "SELECT g, count(*) AS n FROM compared GROUP BY g "
+                    "HAVING count(*) >= ALL (SELECT count(*) FROM compared WHERE k < 1990 GROUP BY g)"]:
+            expected = rows(reference.sql(sql).to_arrow_table())
+            assert expected, sql
+            assert rows(query(cur, sql)) == expected, sql

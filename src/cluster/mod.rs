@@ -19,6 +19,7 @@ mod filter_order;
 mod held_outputs;
 mod jobs;
 mod join_order;
+mod join_projections;
 mod joins;
 pub(crate) mod like_segments;
 mod median;
@@ -121,6 +122,7 @@ pub fn session_config(catalog_name: &str, target_partitions: usize) -> SessionCo
 /// A plain DataFusion state: the scheduler plans physically with it.
 fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionState> {
     let rules = statistics_answers::with_statistics_answers(PhysicalOptimizer::new().rules);
+    let rules = join_projections::with_one_sided_joins_kept(rules);
     let mut rules = joins::with_join_guards(rules);
     rules.push(Arc::new(like_segments::LIKE_SEGMENTS));
     rules.push(Arc::new(filter_order::FILTER_ORDER));

@@ -1,4 +1,4 @@
-//! A scalar subquery's value renamed where the statement has a column of its name.
+//! A subquery's value renamed where the statement has a column of its name.
 //!
 //! DataFusion 53's `scalar_subquery_to_join` joins a scalar subquery to the rows it is
 //! compared with, its value keeping the name it has in the subquery
@@ -8,6 +8,12 @@
 //! statement fails ("Schema contains qualified field name … and unqualified field name
 //! … which would be ambiguous"). Such a subquery's value is renamed here first; the
 //! names the statement outputs stay as they were.
+//!
+//! The subquery of `k > ALL (SELECT k FROM t …)` (and `ANY`, `SOME`) is renamed alike:
+//! `rewrite_set_comparison` turns it into `EXISTS` subqueries comparing the outer `k` as
+//! an outer reference with the inner one, and where both are `t.k` (the same table, not
+//! aliased) the decorrelated join compared a column with itself: `k > ALL (SELECT k
+//! FROM t WHERE k < 1990)` answered no row.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -19,8 +25,8 @@ use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, Subquery};
 
 use crate::error::Result;
 
-/// `plan` with each scalar subquery whose value has the name of a column of the rows it
-/// is evaluated over giving its value a name of its own.
+/// `plan` with each scalar or set-comparison subquery whose value has the name of a
+/// column of the rows it is evaluated over giving its value a name of its own.
 pub(super) fn with_subquery_values_renamed(plan: LogicalPlan) -> Result<LogicalPlan> {
     let mut renamed = 0usize;
     let rewritten = plan.transform_up_with_subqueries(|node| {
@@ -44,6 +50,15 @@ pub(super) fn with_subquery_values_renamed(plan: LogicalPlan) -> Result<LogicalP
                     Ok(Transformed::yes(Expr::ScalarSubquery(with_value_named(
                         subquery, &name,
                     )?)))
+                }
+                Expr::SetComparison(mut comparison)
+                    if value_name(&comparison.subquery)
+                        .is_some_and(|name| taken.contains(name)) =>
+                {
+                    renamed += 1;
+                    let name = format!("__floe_subquery_value_{renamed}");
+                    comparison.subquery = with_value_named(comparison.subquery, &name)?;
+                    Ok(Transformed::yes(Expr::SetComparison(comparison)))
                 }
                 other => Ok(Transformed::no(other)),
             })?;
