@@ -589,18 +589,18 @@ def test_a_count_over_a_join_estimated_to_be_empty_is_counted(join_server):
     server, _ = join_server
     reference = duckdb.connect()
     with server.connect() as conn, conn.cursor() as cur:
-        fill_partitioned_table(cur, reference, "named")
-        for sql in ["SELECT count(*) AS n FROM named a JOIN named b ON a.s = b.s "
+        fill_partitioned_table(cur, reference, "estimated")
+        for sql in ["SELECT count(*) AS n FROM estimated a JOIN estimated b ON a.s = b.s "
                     "WHERE a.k < 20 AND b.k < 20",
-                    "SELECT count(*) AS n FROM (SELECT s FROM named WHERE k > 1990) a "
-                    "JOIN (SELECT s FROM named WHERE k > 1995) b ON a.s = b.s",
-                    "SELECT count(*) AS n FROM (SELECT a.k FROM named a JOIN named b ON a.s = b.s "
+                    "SELECT count(*) AS n FROM (SELECT s FROM estimated WHERE k > 1990) a "
+                    "JOIN (SELECT s FROM estimated WHERE k > 1995) b ON a.s = b.s",
+                    "SELECT count(*) AS n FROM (SELECT a.k FROM estimated a JOIN estimated b ON a.s = b.s "
                     "WHERE a.k < 20 AND b.k < 20 LIMIT 1000)"]:
             expected = [r[0] for r in reference.sql(sql).fetchall()]
             assert expected[0] > 0
             assert [r["n"] for r in query(cur, sql).to_pylist()] == expected, sql
         # What the manifests answer exactly is still answered from them alone.
-        plan = query(cur, "EXPLAIN SELECT count(*) AS n, max(k) AS hi FROM named")
+        plan = query(cur, "EXPLAIN SELECT count(*) AS n, max(k) AS hi FROM estimated")
         physical = dict(zip(plan["plan_type"].to_pylist(), plan["plan"].to_pylist()))["physical_plan"]
         assert "IcebergScanExec" not in physical, physical
 
