@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from conftest import Server, metric, query
+from services import Postgres
 
 SMALL = [(1, 10), (2000, 20), (9001, 30), (3999, 40), (9002, 50), (None, 60)]
 BIG_REPEATS = 100  # big.v = big.k % 100: each value 40 times
@@ -628,3 +629,35 @@ def test_all_and_any_subqueries_answer_as_duckdb_does(join_server):
             expected = rows(reference.sql(sql).to_arrow_table())
             assert expected, sql
             assert rows(query(cur, sql)) == expected, sql
+
+
+def test_row_in_subqueries_answer_as_postgresql_does(join_server, tmp_path):
+    """`(a, b) IN (SELECT x, y …)` and `NOT IN`, which DataFusion refuses ("Too many
+    columns!"), with SQL's NULLs as PostgreSQL has them (DuckDB answers unknown for any row
+    with a NULL: `(2, 's2') IN (SELECT 1, NULL)` is false, not unknown), in WHERE, under
+    NOT and OR, nested, and in a DELETE (src/sql/row_in.rs)."""
+    server, _ = join_server
+    values = [(k, k % 3, None if k % 7 == 0 else f"s{k % 4}") for k in range(40)]
+    rows_sql = ", ".join(f"({k}, {g}, {'NULL' if s is None else repr(s)})" for k, g, s in values)
+    queries = [
+        "SELECT k FROM pairs WHERE (g, s) IN (SELECT g, s FROM pairs WHERE k > 30)",
+        "SELECT k FROM pairs WHERE (g, s) NOT IN (SELECT g, s FROM pairs WHERE k BETWEEN 10 AND 20)",
+        "SELECT k FROM pairs WHERE k < 30 AND (g, s) NOT IN (SELECT g, s FROM pairs WHERE k > 30)",
+        "SELECT k FROM pairs WHERE NOT ((g, s) IN (SELECT g, s FROM pairs WHERE k > 30))",
+        "SELECT k FROM pairs WHERE (g, s) IN (SELECT g, s FROM pairs WHERE k > 35) OR k < 3",
+        "SELECT k FROM pairs WHERE (g, k + 1) IN "
+        "(SELECT g, k FROM pairs WHERE (g, s) IN (SELECT g, s FROM pairs WHERE k < 4))",
+        "SELECT k FROM pairs WHERE (2, 's2') NOT IN (SELECT g, s FROM pairs WHERE k = 7) AND k < 2",  # (1, NULL)
+    ]
+    with Postgres(tmp_path / "pg") as pg, server.connect() as conn, conn.cursor() as cur:
+        pg.psql(f"CREATE TABLE pairs (k BIGINT, g INT, s TEXT); INSERT INTO pairs VALUES {rows_sql}")
+        cur.execute("CREATE TABLE pairs (k BIGINT, g INT, s STRING)")
+        cur.execute(f"INSERT INTO pairs VALUES {rows_sql}")
+        for sql in queries:
+            expected = sorted(int(line) for line in pg.psql(sql).splitlines())
+            assert sorted(query(cur, sql)["k"].to_pylist()) == expected, sql
+        delete = "DELETE FROM pairs WHERE (g, s) NOT IN (SELECT g, s FROM pairs WHERE k < 10)"
+        pg.psql(delete)
+        cur.execute(delete)
+        left = sorted(int(line) for line in pg.psql("SELECT k FROM pairs").splitlines())
+        assert sorted(query(cur, "SELECT k FROM pairs")["k"].to_pylist()) == left

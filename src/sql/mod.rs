@@ -18,6 +18,7 @@ pub mod procedures;
 mod recursive;
 pub mod refs;
 pub mod resolve;
+mod row_in;
 pub mod row_level;
 pub mod running;
 pub mod session;
@@ -854,6 +855,7 @@ fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     row_level::delete_alias_as_table(statement);
     row_level::using_as_exists(statement)?;
     params::number_placeholders(statement);
+    row_in::row_in_as_exists(statement)?;
     positional::unique_insert_names(statement);
     Ok(())
 }

@@ -1,0 +1,212 @@
+//! A row of values compared with a subquery's rows, `(a, b) IN (SELECT x, y FROM …)` and
+//! `NOT IN`, as PostgreSQL, Spark, Trino and DuckDB run it; DataFusion 53 refuses it ("Too
+//! many columns! The subquery should only return one column"). Each becomes `EXISTS`
+//! over the subquery's rows, named `__floe_row_in_N (__floe_c1, …)` so that the row's
+//! expressions still name the outer query's columns:
+//!
+//! * as a condition a `WHERE` or `HAVING` only filters by (alone or under `AND`), where
+//!   unknown and false both drop the row: `IN` is `EXISTS (… WHERE __floe_c1 = a AND …)`,
+//!   a semi join on the values; `NOT IN` is `NOT EXISTS (… WHERE (__floe_c1 = a) IS NOT
+//!   FALSE AND …)`: a row is kept when every row of the subquery differs in a value
+//!   known on both sides, as SQL's `NOT IN` with NULLs keeps it. No equality key, so it
+//!   runs as a nested loop join.
+//! * anywhere else, with SQL's three values: true if a row equals, else unknown if a row
+//!   could equal (a NULL on either side where the others equal), else false.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{
+    BinaryOperator, Expr, Query, SelectItem, SetExpr, Statement, VisitMut, VisitorMut,
+    visit_expressions_mut,
+};
+
+use super::parse::{parse, sql_statement_mut};
+use crate::error::{FloeError, Result};
+
+/// Rewrites every row `IN` subquery of `statement` (see the module documentation).
+pub(super) fn row_in_as_exists(statement: &mut DfStatement) -> Result<()> {
+    let Some(statement) = sql_statement_mut(statement) else {
+        return Ok(());
+    };
+    let mut rewriter = Rewriter { subqueries: 0 };
+    if let ControlFlow::Break(e) = statement.visit(&mut rewriter) {
+        return Err(e);
+    }
+    let flow = visit_expressions_mut(statement, |expr| match rewriter.anywhere(expr) {
+        Ok(()) => ControlFlow::Continue(()),
+        Err(e) => ControlFlow::Break(e),
+    });
+    match flow {
+        ControlFlow::Break(e) => Err(e),
+        ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
+struct Rewriter {
+    /// Subqueries named so far, for the next name.
+    subqueries: usize,
+}
+
+impl VisitorMut for Rewriter {
+    type Break = FloeError;
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<FloeError> {
+        match self.filters_of(&mut query.body) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => ControlFlow::Break(e),
+        }
+    }
+
+    fn pre_visit_statement(&mut self, statement: &mut Statement) -> ControlFlow<FloeError> {
+        let selection = match statement {
+            Statement::Delete(delete) => delete.selection.as_mut(),
+            Statement::Update(update) => update.selection.as_mut(),
+            _ => None,
+        };
+        match selection.map_or(Ok(()), |condition| self.filter(condition)) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => ControlFlow::Break(e),
+        }
+    }
+}
+
+impl Rewriter {
+    /// The `WHERE` and `HAVING` conditions of the selects of `body`.
+    fn filters_of(&mut self, body: &mut SetExpr) -> Result<()> {
+        match body {
+            SetExpr::Select(select) => {
+                for condition in [&mut select.selection, &mut select.having]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.filter(condition)?;
+                }
+                Ok(())
+            }
+            SetExpr::SetOperation { left, right, .. } => {
+                self.filters_of(left)?;
+                self.filters_of(right)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Rewrites the row `IN`s of a condition that only filters, as far as unknown and
+    /// false still mean the same (through `AND`).
+    fn filter(&mut self, condition: &mut Expr) -> Result<()> {
+        match condition {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And,
+                right,
+            } => {
+                self.filter(left)?;
+                self.filter(right)
+            }
+            Expr::Nested(inner) => self.filter(inner),
+            Expr::InSubquery {
+                expr,
+                subquery,
+                negated,
+            } => {
+                let Some(values) = row(expr) else {
+                    return Ok(());
+                };
+                let text = if *negated {
+                    format!("NOT {}", self.exists(subquery, &values, could_equal))
+                } else {
+                    self.exists(subquery, &values, equal)
+                };
+                *condition = parsed_expr(&text)?;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Rewrites `expr` if it is a row `IN`, with SQL's three values.
+    fn anywhere(&mut self, expr: &mut Expr) -> Result<()> {
+        let Expr::InSubquery {
+            expr: compared,
+            subquery,
+            negated,
+        } = expr
+        else {
+            return Ok(());
+        };
+        let Some(values) = row(compared) else {
+            return Ok(());
+        };
+        let is_in = format!(
+            "CASE WHEN {} THEN TRUE WHEN {} THEN NULL ELSE FALSE END",
+            self.exists(subquery, &values, equal),
+            self.exists(subquery, &values, could_equal)
+        );
+        let text = if *negated {
+            format!("(NOT {is_in})")
+        } else {
+            format!("({is_in})")
+        };
+        *expr = parsed_expr(&text)?;
+        Ok(())
+    }
+
+    /// `EXISTS` over the rows of `subquery` of which `holds` holds for each column and
+    /// its value.
+    fn exists(
+        &mut self,
+        subquery: &Query,
+        values: &[Expr],
+        holds: fn(&str, &Expr) -> String,
+    ) -> String {
+        self.subqueries += 1;
+        let name = format!("__floe_row_in_{}", self.subqueries);
+        let columns: Vec<String> = (1..=values.len()).map(|i| format!("__floe_c{i}")).collect();
+        let conditions: Vec<String> = columns
+            .iter()
+            .zip(values)
+            .map(|(column, value)| holds(&format!("{name}.{column}"), value))
+            .collect();
+        format!(
+            "EXISTS (SELECT 1 FROM ({subquery}) AS {name} ({}) WHERE {})",
+            columns.join(", "),
+            conditions.join(" AND ")
+        )
+    }
+}
+
+/// The values of a row of two or more.
+fn row(expr: &Expr) -> Option<Vec<Expr>> {
+    match expr {
+        Expr::Tuple(values) if values.len() > 1 => Some(values.clone()),
+        _ => None,
+    }
+}
+
+fn equal(column: &str, value: &Expr) -> String {
+    format!("{column} = ({value})")
+}
+
+/// Not known to differ: equal, or NULL on either side.
+fn could_equal(column: &str, value: &Expr) -> String {
+    format!("({column} = ({value})) IS NOT FALSE")
+}
+
+/// `text` parsed as an expression.
+fn parsed_expr(text: &str) -> Result<Expr> {
+    let not_an_expression = || FloeError::internal(format!("row IN: {text} is not an expression"));
+    let DfStatement::Statement(statement) = parse(&format!("SELECT {text}"))? else {
+        return Err(not_an_expression());
+    };
+    let Statement::Query(query) = *statement else {
+        return Err(not_an_expression());
+    };
+    let SetExpr::Select(select) = *query.body else {
+        return Err(not_an_expression());
+    };
+    match select.projection.into_iter().next() {
+        Some(SelectItem::UnnamedExpr(expr)) => Ok(expr),
+        _ => Err(not_an_expression()),
+    }
+}
