@@ -631,7 +631,14 @@ def test_all_and_any_subqueries_answer_as_duckdb_does(join_server):
             assert rows(query(cur, sql)) == expected, sql
 
 
-def test_row_in_subqueries_answer_as_postgresql_does(join_server, tmp_path):
+@pytest.fixture(scope="module")
+def postgres(tmp_path_factory):
+    """A PostgreSQL server: the reference for SQL's NULLs where DuckDB departs from them."""
+    with Postgres(tmp_path_factory.mktemp("pg")) as pg:
+        yield pg
+
+
+def test_row_in_subqueries_answer_as_postgresql_does(join_server, postgres):
     """`(a, b) IN (SELECT x, y …)` and `NOT IN`, which DataFusion refuses ("Too many
     columns!"), with SQL's NULLs as PostgreSQL has them (DuckDB answers unknown for any row
     with a NULL: `(2, 's2') IN (SELECT 1, NULL)` is false, not unknown), in WHERE, under
@@ -649,7 +656,8 @@ def test_row_in_subqueries_answer_as_postgresql_does(join_server, tmp_path):
         "(SELECT g, k FROM pairs WHERE (g, s) IN (SELECT g, s FROM pairs WHERE k < 4))",
         "SELECT k FROM pairs WHERE (2, 's2') NOT IN (SELECT g, s FROM pairs WHERE k = 7) AND k < 2",  # (1, NULL)
     ]
-    with Postgres(tmp_path / "pg") as pg, server.connect() as conn, conn.cursor() as cur:
+    pg = postgres
+    with server.connect() as conn, conn.cursor() as cur:
         pg.psql(f"CREATE TABLE pairs (k BIGINT, g INT, s TEXT); INSERT INTO pairs VALUES {rows_sql}")
         cur.execute("CREATE TABLE pairs (k BIGINT, g INT, s STRING)")
         cur.execute(f"INSERT INTO pairs VALUES {rows_sql}")
@@ -661,3 +669,36 @@ def test_row_in_subqueries_answer_as_postgresql_does(join_server, tmp_path):
         cur.execute(delete)
         left = sorted(int(line) for line in pg.psql("SELECT k FROM pairs").splitlines())
         assert sorted(query(cur, "SELECT k FROM pairs")["k"].to_pylist()) == left
+
+
+def test_aggregate_filters_answer_as_postgresql_does(join_server, postgres):
+    """`FILTER (WHERE p)` where p is unknown for some rows: DataFusion 53 read the
+    filter's values under its NULLs for `count(*)`; and over a window, datafusion-proto
+    53 dropped the filter on its way to executors, which aggregated every row
+    (src/sql/aggregate_filters.rs)."""
+    server, _ = join_server
+    values = [(k, k % 3, None if k % 7 == 0 else k * 0.5) for k in range(60)]
+    rows_sql = ", ".join(f"({k}, {g}, {'NULL' if x is None else x})" for k, g, x in values)
+    queries = [
+        "SELECT g, count(*) FILTER (WHERE x > 10) AS a, sum(k) FILTER (WHERE x IS NULL) AS b "
+        "FROM filtered GROUP BY g",
+        "SELECT count(*) FILTER (WHERE x > 10) AS a, count(*) FILTER (WHERE NOT (x > 10)) AS b "
+        "FROM filtered",
+        "SELECT k, count(*) FILTER (WHERE x > 10) OVER (PARTITION BY g) AS a FROM filtered",
+        "SELECT k, sum(k) FILTER (WHERE k % 2 = 0) OVER (PARTITION BY g ORDER BY k) AS a FROM filtered",
+        "SELECT k, max(x) FILTER (WHERE k < 20) OVER (ORDER BY k ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) "
+        "AS a FROM filtered",
+    ]
+    with server.connect() as conn, conn.cursor() as cur:
+        postgres.psql(f"CREATE TABLE filtered (k BIGINT, g INT, x DOUBLE PRECISION); "
+                      f"INSERT INTO filtered VALUES {rows_sql}")
+        cur.execute("CREATE TABLE filtered (k BIGINT, g INT, x DOUBLE)")
+        cur.execute(f"INSERT INTO filtered VALUES {rows_sql}")
+        for sql in queries:
+            expected = sorted(tuple(None if v == "" else float(v) for v in line.split("|"))
+                              for line in postgres.psql(sql).splitlines())
+            got = sorted(tuple(None if v is None else float(v) for v in r.values())
+                         for r in query(cur, sql).to_pylist())
+            assert got == expected, sql
+        with pytest.raises(Exception, match="FILTER on the window function array_agg"):
+            query(cur, "SELECT array_agg(k) FILTER (WHERE k > 3) OVER () AS a FROM filtered")

@@ -2,6 +2,7 @@
 //! are planned on a per-statement context and run as Ballista jobs; writes are
 //! committed here, once.
 
+mod aggregate_filters;
 pub mod alter;
 pub mod alter_forms;
 pub mod ddl;
@@ -885,6 +886,7 @@ async fn plan_resolved(
         values => plan.with_param_values(ParamValues::from(values.to_vec()))?,
     };
     let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
+    let plan = aggregate_filters::rewrite_filters(plan)?;
     let plan = set_operations::with_multiset_intersect_and_except(plan)?;
     Ok((
         subquery_names::with_subquery_values_renamed(plan)?,
