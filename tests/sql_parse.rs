@@ -6,7 +6,7 @@ use datafusion::sql::sqlparser::ast::{CommentDef, CreateTableOptions, Statement 
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use floe::error::ErrorKind;
 use floe::sql::dialect::partition_fields;
-use floe::sql::like::{like_to_backslash, similar_to_backslash};
+use floe::sql::like::{like_to_backslash, similar_to_regex};
 use floe::sql::parse::parse;
 
 fn create_table(sql: &str) -> datafusion::sql::sqlparser::ast::CreateTable {
@@ -120,7 +120,21 @@ fn like_escapes_become_backslashes() {
     assert_eq!(like_to_backslash(r"c:\d%", '!'), Ok(r"c:\\d%".to_string()));
     assert_eq!(like_to_backslash("%%x%%", '%'), Ok(r"\%x\%".to_string()));
     assert!(like_to_backslash("abc!", '!').is_err());
-    assert_eq!(similar_to_backslash("a#.b.", '#'), Ok(r"a\.b.".to_string()));
+}
+
+#[test]
+fn similar_to_patterns_become_anchored_regular_expressions() {
+    let regex = |pattern, escape| similar_to_regex(pattern, escape).unwrap();
+    assert_eq!(regex("s%", '\\'), r"^(?s:s.*)$");
+    assert_eq!(regex("s(1|2)_", '\\'), r"^(?s:s(1|2).)$");
+    assert_eq!(regex("a.b^$", '\\'), r"^(?s:a\.b\^\$)$");
+    assert_eq!(regex("a#%b#_[%_]", '#'), r"^(?s:a%b_[%_])$");
+    assert_eq!(regex(r"c:\d+", '!'), r"^(?s:c:\\d+)$");
+    assert!(similar_to_regex("abc!", '!').is_err());
+    assert_eq!(regex("s[1-3]{1,2}", '\\'), r"^(?s:s[1-3]{1,2})$");
+    assert!(similar_to_regex("a[bc", '\\').is_err());
+    assert!(similar_to_regex("a{2", '\\').is_err());
+    assert!(similar_to_regex("a(b", '\\').is_err());
 }
 
 /// Property: whatever the text, parsing answers Ok or an error, never panics, and an

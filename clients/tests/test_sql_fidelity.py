@@ -62,6 +62,32 @@ def test_like_with_any_escape_character(cur, schema):
     fails(cur, f"SELECT s FROM {schema}.words WHERE 'x' LIKE s ESCAPE '!'", "Unimplemented", "literal pattern")
 
 
+def test_similar_to_matches_the_whole_text_as_sql_says(cur, schema):
+    """DataFusion 53 searched a SIMILAR TO pattern anywhere in the text as a regular
+    expression (`'xs1' SIMILAR TO 's1'` was true, `'s1' SIMILAR TO 's%'` false); SQL
+    (and PostgreSQL) match the whole text, `%` and `_` as in LIKE, `.` an ordinary
+    character (src/sql/like.rs)."""
+    cur.execute(f"CREATE TABLE {schema}.similar (s STRING)")
+    cur.execute(f"INSERT INTO {schema}.similar VALUES ('s1'), ('xs1'), ('s12'), ('s.'), ('sx'), "
+                f"('s2'), ('a%b'), ('ab'), ('line\nbreak'), (NULL)")
+
+    def texts(where):
+        return sorted(r["s"] for r in query(cur, f"SELECT s FROM {schema}.similar WHERE {where}").to_pylist())
+
+    assert texts("s SIMILAR TO 's1'") == ["s1"]
+    assert texts("s SIMILAR TO 's%'") == ["s.", "s1", "s12", "s2", "sx"]
+    assert texts("s SIMILAR TO 's_'") == ["s.", "s1", "s2", "sx"]
+    assert texts("s SIMILAR TO 's.'") == ["s."]
+    assert texts("s SIMILAR TO 's(1|2)'") == ["s1", "s2"]
+    assert texts("s SIMILAR TO 's[0-9]+'") == ["s1", "s12", "s2"]
+    assert texts("s SIMILAR TO '%1{1,2}'") == ["s1", "xs1"]
+    assert texts("s SIMILAR TO 'a#%b' ESCAPE '#'") == ["a%b"]
+    assert texts("s SIMILAR TO 'line%'") == ["line\nbreak"]
+    assert texts("s NOT SIMILAR TO '%1%'") == ["a%b", "ab", "line\nbreak", "s.", "s2", "sx"]
+    fails(cur, f"SELECT s FROM {schema}.similar WHERE s SIMILAR TO 'a[b'", "INVALID_ARGUMENT", "missing")
+    fails(cur, f"SELECT s FROM {schema}.similar WHERE 'x' SIMILAR TO s", "Unimplemented", "literal pattern")
+
+
 def test_like_patterns_of_several_parts_answer_as_duckdb_does(tmp_path):
     """Patterns of several `%`-separated parts are matched by Floe's own function (part
     after part) instead of Arrow's regular expressions, on an executor process here, so

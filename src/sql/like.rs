@@ -1,7 +1,15 @@
-//! `LIKE` / `ILIKE` / `SIMILAR TO` with an `ESCAPE` character. DataFusion evaluates
+//! `LIKE` / `ILIKE` with an `ESCAPE` character, and `SIMILAR TO`. DataFusion evaluates
 //! only the backslash escape, and only finds out at execution; so a literal pattern
 //! is rewritten here, at planning, to the backslash form, and anything else is
 //! refused before it runs.
+//!
+//! DataFusion 53 runs `SIMILAR TO` as a regular expression searched anywhere in the
+//! text, its pattern as written: `'xs1' SIMILAR TO 's1'` was true and `'s1' SIMILAR TO
+//! 's%'` false. SQL's `SIMILAR TO` matches the whole text, with `%` and `_` as in
+//! `LIKE`, `.` an ordinary character, and `|`, `*`, `+`, `?`, `{m,n}`, `( )` and `[ ]`
+//! as in regular expressions; a literal pattern becomes that regular expression,
+//! anchored at both ends, as PostgreSQL makes it (backslash the escape character unless
+//! `ESCAPE` names another).
 
 use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{Transformed, TreeNode};
@@ -21,7 +29,7 @@ pub fn rewrite_escapes(plan: LogicalPlan) -> Result<LogicalPlan> {
 fn rewrite(expr: Expr) -> Result<Transformed<Expr>> {
     let (like, similar) = match expr {
         Expr::Like(like) if needs_rewrite(&like) => (like, false),
-        Expr::SimilarTo(like) if needs_rewrite(&like) => (like, true),
+        Expr::SimilarTo(like) => (like, true),
         other => return Ok(Transformed::no(other)),
     };
     let escape = like.escape_char.unwrap_or('\\');
@@ -31,14 +39,16 @@ fn rewrite(expr: Expr) -> Result<Transformed<Expr>> {
         (false, false) => "LIKE",
     };
     let Some(pattern) = literal_text(&like.pattern) else {
-        return Err(FloeError::unimplemented(format!(
-            "{operator} … ESCAPE '{escape}' needs a literal pattern"
-        )));
+        return Err(FloeError::unimplemented(if similar {
+            format!("{operator} needs a literal pattern")
+        } else {
+            format!("{operator} … ESCAPE '{escape}' needs a literal pattern")
+        }));
     };
     let pattern = if similar {
-        similar_to_backslash(&pattern, escape)
+        similar_to_regex(&pattern, escape)
     } else {
-        like_to_backslash(&pattern, escape)
+        like_to_backslash(&pattern, escape).map_err(String::from)
     }
     .map_err(|problem| {
         FloeError::invalid(format!(
@@ -79,9 +89,54 @@ pub fn like_to_backslash(pattern: &str, escape: char) -> Result<String, &'static
     translate(pattern, escape, |c| matches!(c, '%' | '_' | '\\'))
 }
 
-/// The same for SIMILAR TO, whose patterns DataFusion matches as regular expressions.
-pub fn similar_to_backslash(pattern: &str, escape: char) -> Result<String, &'static str> {
-    translate(pattern, escape, |c| "\\.^$|?*+()[]{}%_".contains(c))
+/// A SIMILAR TO pattern with escape character `escape` as the regular expression that
+/// matches the same texts (see the module documentation).
+pub fn similar_to_regex(pattern: &str, escape: char) -> Result<String, String> {
+    let mut out = String::with_capacity(pattern.len() + 12);
+    out.push_str("^(?s:");
+    // Inside `[…]` or `{…}`, where characters are copied as they are.
+    let mut closing = None;
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c == escape {
+            let literal = chars
+                .next()
+                .ok_or("the pattern ends with the escape character")?;
+            push_literal(&mut out, literal);
+        } else if let Some(end) = closing {
+            closing = (c != end).then_some(end);
+            push_literal_if(&mut out, c, c == '\\');
+        } else {
+            match c {
+                '%' => out.push_str(".*"),
+                '_' => out.push('.'),
+                '[' | '{' => {
+                    closing = Some(if c == '[' { ']' } else { '}' });
+                    out.push(c);
+                }
+                '|' | '*' | '+' | '?' | '(' | ')' => out.push(c),
+                _ => push_literal(&mut out, c),
+            }
+        }
+    }
+    if let Some(end) = closing {
+        return Err(format!("a '{end}' is missing"));
+    }
+    out.push_str(")$");
+    regex::Regex::new(&out).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// `c` as a regular expression matching only itself.
+fn push_literal(out: &mut String, c: char) {
+    out.push_str(&regex::escape(c.encode_utf8(&mut [0; 4])));
+}
+
+fn push_literal_if(out: &mut String, c: char, escaped: bool) {
+    if escaped {
+        out.push('\\');
+    }
+    out.push(c);
 }
 
 fn translate(
