@@ -311,3 +311,27 @@ def test_a_query_datafusion_cannot_plan_is_unimplemented_not_internal(cur, schem
     fails(cur, f"SELECT k, (SELECT count(*) FROM {table} b WHERE b.k < a.k) FROM {table} a",
           "(Unimplemented;", "not supported: Physical plan does not support logical expression ScalarSubquery")
 
+
+
+def test_case_and_union_answer_their_common_type(cur, catalog, schema):
+    """DataFusion's SQL planner types a CASE by its first branch and a UNION by its first
+    input, and only its analyzer coerces them; Floe cast the rows to the planner's types,
+    so `CASE … THEN 1 ELSE 2.5 END` answered 2, `k UNION ALL 1.5` answered 1, and a
+    CREATE TABLE AS of them made a BIGINT column of the fractions (src/sql/mod.rs,
+    `Query::new`)."""
+    cur.execute(f"CREATE TABLE {schema}.whole (k BIGINT)")
+    cur.execute(f"INSERT INTO {schema}.whole VALUES (0), (3)")
+    case = query(cur, f"SELECT k, CASE WHEN k < 2 THEN 1 ELSE 2.5 END AS c FROM {schema}.whole ORDER BY k")
+    assert case.schema.field("c").type == pa.float64()
+    assert case["c"].to_pylist() == [1.0, 2.5]
+    union = query(cur, f"SELECT k FROM {schema}.whole UNION ALL SELECT 1.5 ORDER BY k")
+    assert union.schema.field("k").type == pa.float64()
+    assert union["k"].to_pylist() == [0.0, 1.5, 3.0]
+    cur.execute(f"CREATE TABLE {schema}.fractions AS SELECT k, CASE WHEN k < 2 THEN 1 ELSE 2.5 END AS c "
+                f"FROM {schema}.whole")
+    by_pyiceberg = catalog.load_table((schema, "fractions")).scan().to_arrow()
+    assert by_pyiceberg.schema.field("c").type == pa.float64()
+    assert sorted(by_pyiceberg["c"].to_pylist()) == [1.0, 2.5]
+    # The schema a client asks for before running it is the same.
+    announced = cur.adbc_execute_schema(f"SELECT CASE WHEN k < 2 THEN 1 ELSE 2.5 END AS c FROM {schema}.whole")
+    assert announced.field("c").type == pa.float64()

@@ -163,11 +163,40 @@ pub struct Query {
     /// tables are not distributable), and constant queries (`SELECT 1`), which a job
     /// would only slow.
     local: bool,
+    /// Of the rows it answers (see [`Query::new`]).
+    schema: SchemaRef,
 }
 
 impl Query {
+    /// `plan` to run, with the schema of the rows it answers. That is the schema of the
+    /// plan *analyzed*: DataFusion's SQL planner gives a `CASE` the type of its first
+    /// branch and a `UNION` its first input's types, and only its analyzer coerces them
+    /// to a common type, so rows cast to the planner's schema lost their fractions
+    /// (`CASE WHEN k < 2 THEN 1 ELSE 2.5 END` answered 2).
+    fn new(
+        ctx: Arc<SessionContext>,
+        catalog: Arc<StatementCatalog>,
+        plan: LogicalPlan,
+        local: bool,
+    ) -> Result<Query> {
+        let analyzed = {
+            let state = ctx.state_ref();
+            let state = state.read();
+            state
+                .analyzer()
+                .execute_and_check(plan.clone(), state.config_options(), |_, _| {})?
+        };
+        Ok(Query {
+            schema: Arc::new(analyzed.schema().as_arrow().clone()),
+            ctx,
+            catalog,
+            plan,
+            local,
+        })
+    }
+
     pub fn schema(&self) -> SchemaRef {
-        Arc::new(self.plan.schema().as_arrow().clone())
+        self.schema.clone()
     }
 
     /// The tables the query reads, as `namespace.table`.
@@ -714,12 +743,7 @@ impl Engine {
             }
             plan => {
                 let local = uses_information_schema || uses_metadata_tables || is_constant(&plan);
-                Planned::Query(Box::new(Query {
-                    ctx,
-                    catalog: catalog.clone(),
-                    plan,
-                    local,
-                }))
+                Planned::Query(Box::new(Query::new(ctx, catalog.clone(), plan, local)?))
             }
         };
         Ok((catalog, planned, parameters))

@@ -502,12 +502,7 @@ impl Engine {
         catalog: &Arc<StatementCatalog>,
         plan: LogicalPlan,
     ) -> Result<Vec<u64>> {
-        let query = Query {
-            ctx: ctx.clone(),
-            catalog: catalog.clone(),
-            plan,
-            local: false,
-        };
+        let query = Query::new(ctx.clone(), catalog.clone(), plan, false)?;
         let batches: Vec<_> = self.run_query(Box::new(query)).await?.try_collect().await?;
         let Some(row) = batches.iter().find(|b| b.num_rows() > 0) else {
             return Err(FloeError::internal("a count answered no row"));
