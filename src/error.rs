@@ -132,6 +132,11 @@ fn kind_of(root: &DataFusionError) -> ErrorKind {
             | ArrowError::CastError(_)
             | ArrowError::ParseError(_)
             | ArrowError::ArithmeticOverflow(_) => ErrorKind::InvalidArgument,
+            // Some kernels report an overflow as a compute error (`abs` of the smallest
+            // BIGINT: "Int64Array overflow on abs(…)").
+            ArrowError::ComputeError(message) if message.contains("overflow") => {
+                ErrorKind::InvalidArgument
+            }
             ArrowError::NotYetImplemented(_) => ErrorKind::Unimplemented,
             _ => ErrorKind::Internal,
         };

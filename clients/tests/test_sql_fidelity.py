@@ -126,6 +126,7 @@ def test_like_patterns_of_several_parts_answer_as_duckdb_does(tmp_path):
         "SELECT 1/0",
         "SELECT CAST('abc' AS INT)",
         "SELECT CAST(n AS INT) FROM (VALUES ('1'), ('abc')) AS t(n)",
+        "SELECT abs(n) FROM (VALUES (-9223372036854775807 - 1)) AS t(n)",
     ],
 )
 def test_errors_in_the_users_data_are_invalid_argument(cur, sql):
