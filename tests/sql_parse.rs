@@ -139,6 +139,38 @@ fn similar_to_patterns_become_anchored_regular_expressions() {
 
 /// Property: whatever the text, parsing answers Ok or an error, never panics, and an
 /// error is the user's (`INVALID_ARGUMENT`).
+/// `IS [NOT] DISTINCT FROM` binds as `IS` does: `a IS DISTINCT FROM b AND c` is
+/// `(a IS DISTINCT FROM b) AND c`, as in PostgreSQL (the generic dialect read `b AND c`).
+#[test]
+fn is_distinct_from_binds_as_is() {
+    use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr, SelectItem, SetExpr};
+    for (sql, negated) in [
+        ("SELECT a IS DISTINCT FROM b AND c", false),
+        ("SELECT a IS NOT DISTINCT FROM b AND c", true),
+    ] {
+        let Statement::Statement(statement) = parse(sql).expect("parses") else {
+            panic!("not a SQL statement");
+        };
+        let SqlStatement::Query(query) = *statement else {
+            panic!("not a query");
+        };
+        let SetExpr::Select(select) = *query.body else {
+            panic!("not a select");
+        };
+        let [SelectItem::UnnamedExpr(Expr::BinaryOp { left, op, right })] =
+            select.projection.as_slice()
+        else {
+            panic!("{sql}: not a binary operation: {:?}", select.projection);
+        };
+        assert_eq!(*op, BinaryOperator::And, "{sql}");
+        assert!(matches!(**right, Expr::Identifier(_)), "{sql}");
+        match (negated, left.as_ref()) {
+            (false, Expr::IsDistinctFrom(..)) | (true, Expr::IsNotDistinctFrom(..)) => {}
+            (_, other) => panic!("{sql}: left is {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn mangled_statements_never_panic() {
     let corpus = [

@@ -336,3 +336,17 @@ def test_case_and_union_answer_their_common_type(cur, catalog, schema):
     # The schema a client asks for before running it is the same.
     announced = cur.adbc_execute_schema(f"SELECT CASE WHEN k < 2 THEN 1 ELSE 2.5 END AS c FROM {schema}.whole")
     assert announced.field("c").type == pa.float64()
+
+
+def test_is_distinct_from_binds_as_postgresql_binds_it(cur, schema):
+    """`a IS DISTINCT FROM b AND c` is `(a IS DISTINCT FROM b) AND c`; the generic SQL
+    dialect read `a IS DISTINCT FROM (b AND c)`: a wrong answer over booleans, a type
+    error otherwise (src/sql/dialect.rs)."""
+    got = query(cur, "SELECT (true IS DISTINCT FROM false AND false) AS a, "
+                     "(1 IS NOT DISTINCT FROM 1 OR 1 = 2) AS b").to_pylist()
+    assert got == [{"a": False, "b": True}]
+    cur.execute(f"CREATE TABLE {schema}.maybe (k BIGINT, s STRING)")
+    cur.execute(f"INSERT INTO {schema}.maybe VALUES (1, 'a'), (2, NULL), (3, 'c')")
+    sql = (f"SELECT a.k FROM {schema}.maybe a JOIN {schema}.maybe b "
+           f"ON a.s IS NOT DISTINCT FROM b.s AND b.k < 3 ORDER BY a.k")
+    assert query(cur, sql)["k"].to_pylist() == [1, 2]

@@ -133,6 +133,15 @@ impl Dialect for FloeDialect {
         supports_constraint_keyword_without_name,
     );
 
+    fn parse_infix(
+        &self,
+        parser: &mut Parser,
+        expr: &Expr,
+        precedence: u8,
+    ) -> Option<Result<Expr, ParserError>> {
+        parse_distinct_from(parser, expr, precedence)
+    }
+
     fn parse_statement(&self, parser: &mut Parser) -> Option<Result<Statement, ParserError>> {
         if let Some(use_statement) = parse_use_schema(parser) {
             return Some(use_statement);
@@ -148,6 +157,33 @@ impl Dialect for FloeDialect {
             Err(e) => Some(Err(e)),
         }
     }
+}
+
+/// `a IS [NOT] DISTINCT FROM b`, `b` taking only what binds tighter than `IS` (as in SQL
+/// and PostgreSQL): the generic dialect reads the whole rest of the expression as `b`,
+/// so `x IS DISTINCT FROM y AND z` was `x IS DISTINCT FROM (y AND z)`, a wrong answer
+/// over booleans and a type error otherwise. `precedence` is that of `IS`.
+fn parse_distinct_from(
+    parser: &mut Parser,
+    expr: &Expr,
+    precedence: u8,
+) -> Option<Result<Expr, ParserError>> {
+    let negated = if parser.parse_keywords(&[Keyword::IS, Keyword::DISTINCT, Keyword::FROM]) {
+        false
+    } else if parser.parse_keywords(&[Keyword::IS, Keyword::NOT, Keyword::DISTINCT, Keyword::FROM])
+    {
+        true
+    } else {
+        return None;
+    };
+    Some(parser.parse_subexpr(precedence).map(|other| {
+        let (left, right) = (Box::new(expr.clone()), Box::new(other));
+        if negated {
+            Expr::IsNotDistinctFrom(left, right)
+        } else {
+            Expr::IsDistinctFrom(left, right)
+        }
+    }))
 }
 
 /// The partition expressions of a `CREATE TABLE`: Floe's `PARTITIONED BY (…)` list, or
