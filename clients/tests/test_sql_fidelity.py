@@ -350,3 +350,20 @@ def test_is_distinct_from_binds_as_postgresql_binds_it(cur, schema):
     sql = (f"SELECT a.k FROM {schema}.maybe a JOIN {schema}.maybe b "
            f"ON a.s IS NOT DISTINCT FROM b.s AND b.k < 3 ORDER BY a.k")
     assert query(cur, sql)["k"].to_pylist() == [1, 2]
+
+
+def test_a_select_list_that_repeats_a_name_is_answered(cur, schema):
+    """DataFusion refuses select lists whose names repeat ("Projections require unique
+    expression names"); PostgreSQL answers them. Floe plans such a statement again with
+    its lists named: as written, a repeated name suffixed `_1`, `_2`, …
+    (src/sql/output_names.rs). Statements DataFusion plans keep its names."""
+    cur.execute(f"CREATE TABLE {schema}.names (k BIGINT)")
+    cur.execute(f"INSERT INTO {schema}.names VALUES (1)")
+    for sql, expected in [
+        (f"SELECT k, k FROM {schema}.names", {"k": 1, "k_1": 1}),
+        (f"SELECT k, CAST(k AS SMALLINT) FROM {schema}.names", {"k": 1, "CAST(k AS SMALLINT)": 1}),
+        ("SELECT 2 + 3 * 4, (2 + 3) * 4", {"2 + 3 * 4": 14, "(2 + 3) * 4": 20}),
+        (f"SELECT k_1 FROM (SELECT k, k FROM {schema}.names) z", {"k_1": 1}),
+        (f"SELECT k + 1 FROM {schema}.names", {f"{schema}.names.k + Int64(1)": 2}),
+    ]:
+        assert query(cur, sql).to_pylist() == [expected], sql

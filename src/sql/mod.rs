@@ -12,6 +12,7 @@ pub mod ingest;
 pub mod like;
 pub mod merge;
 pub mod metadata;
+mod output_names;
 pub mod params;
 pub mod parse;
 mod positional;
@@ -895,7 +896,13 @@ async fn plan_resolved(
     params: &[ScalarValue],
 ) -> Result<(LogicalPlan, SchemaRef)> {
     uuids::rewrite_statement(&mut statement, catalog, &caller.schema)?;
-    let plan = ctx.state().statement_to_plan(statement).await?;
+    let plan = match ctx.state().statement_to_plan(statement.clone()).await {
+        Err(e) if output_names::repeats_a_name(&e) => {
+            output_names::name_select_lists(&mut statement);
+            ctx.state().statement_to_plan(statement).await?
+        }
+        planned => planned?,
+    };
     let parameters = params::parameter_schema(&plan)?;
     let plan = match plan {
         LogicalPlan::Dml(mut dml) if is_insert(&dml) => {
