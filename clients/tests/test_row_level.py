@@ -361,6 +361,14 @@ def test_delete_and_update_with_subqueries_and_using(cur, catalog, schema):
     cur.execute(f"DELETE FROM {t} USING {s} WHERE {t}.id = {s}.id + 3")
     assert cur.fetchall() == [(1,)]
     assert both() == [(1, 1), (2, 20), (4, 7)]
+    # An IN subquery whose value is an expression: DataFusion 53 failed the kept rows'
+    # `IS NOT TRUE` form ("Projections require unique expression names").
+    cur.execute(f"UPDATE {t} SET v = 0 WHERE id IN (SELECT max(id) FROM {t} GROUP BY v > 5)")
+    assert cur.fetchall() == [(2,)]
+    assert both() == [(1, 0), (2, 20), (4, 0)]
+    cur.execute(f"DELETE FROM {t} WHERE id IN (SELECT min(id) + 1 FROM {t})")
+    assert cur.fetchall() == [(1,)]
+    assert both() == [(1, 0), (4, 0)]
 
 
 def test_update_from_runs_as_merge(cur, catalog, schema):

@@ -14,6 +14,12 @@
 //! an outer reference with the inner one, and where both are `t.k` (the same table, not
 //! aliased) the decorrelated join compared a column with itself: `k > ALL (SELECT k
 //! FROM t WHERE k < 1990)` answered no row.
+//!
+//! An `IN` subquery whose value is an expression (`k IN (SELECT max(k) FROM t GROUP BY
+//! g)`) gets a plain name too: under `NOT … IS TRUE` or `IS NOT TRUE` (how a DELETE keeps
+//! the rows it does not delete), DataFusion 53's `decorrelate_predicate_subquery`
+//! projects the value twice under its name and fails ("Projections require unique
+//! expression names … __correlated_sq_1.max(d.k)").
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -26,7 +32,8 @@ use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, Subquery};
 use crate::error::Result;
 
 /// `plan` with each scalar or set-comparison subquery whose value has the name of a
-/// column of the rows it is evaluated over giving its value a name of its own.
+/// column of the rows it is evaluated over, and each `IN` subquery whose value is an
+/// expression, giving its value a name of its own.
 pub(super) fn with_subquery_values_renamed(plan: LogicalPlan) -> Result<LogicalPlan> {
     let mut renamed = 0usize;
     let rewritten = plan.transform_up_with_subqueries(|node| {
@@ -51,6 +58,14 @@ pub(super) fn with_subquery_values_renamed(plan: LogicalPlan) -> Result<LogicalP
                         subquery, &name,
                     )?)))
                 }
+                Expr::InSubquery(mut in_subquery)
+                    if value_name(&in_subquery.subquery).is_some_and(is_expression_name) =>
+                {
+                    renamed += 1;
+                    let name = format!("__floe_subquery_value_{renamed}");
+                    in_subquery.subquery = with_value_named(in_subquery.subquery, &name)?;
+                    Ok(Transformed::yes(Expr::InSubquery(in_subquery)))
+                }
                 Expr::SetComparison(mut comparison)
                     if value_name(&comparison.subquery)
                         .is_some_and(|name| taken.contains(name)) =>
@@ -66,6 +81,11 @@ pub(super) fn with_subquery_values_renamed(plan: LogicalPlan) -> Result<LogicalP
         })
     })?;
     Ok(rewritten.data)
+}
+
+/// Whether `name` names an expression (`max(d.k)`), not a column.
+fn is_expression_name(name: &str) -> bool {
+    !name.chars().all(|c| c.is_alphanumeric() || c == '_')
 }
 
 /// The name of a scalar subquery's value; `None` if it has not exactly one column (an
