@@ -367,3 +367,14 @@ def test_a_select_list_that_repeats_a_name_is_answered(cur, schema):
         (f"SELECT k + 1 FROM {schema}.names", {f"{schema}.names.k + Int64(1)": 2}),
     ]:
         assert query(cur, sql).to_pylist() == [expected], sql
+
+
+def test_a_date_format_without_fields_is_refused_not_answered(cur):
+    """DataFusion's to_char takes strftime fields; a PostgreSQL- or Spark-style format
+    (`'YYYY-MM'`) has none, and every row answered the format itself
+    (src/sql/formats.rs)."""
+    got = query(cur, "SELECT to_char(DATE '2024-01-05', '%Y-%m') AS a, "
+                     "date_format(DATE '2024-01-05', '%d.%m.%Y') AS b").to_pylist()
+    assert got == [{"a": "2024-01", "b": "05.01.2024"}]
+    for fmt in ["YYYY-MM", "yyyy-MM-dd"]:
+        fails(cur, f"SELECT to_char(DATE '2024-01-05', '{fmt}')", "INVALID_ARGUMENT", "%Y-%m-%d")

@@ -7,6 +7,7 @@ pub mod alter;
 pub mod alter_forms;
 pub mod ddl;
 pub mod dialect;
+mod formats;
 mod having_joins;
 pub mod ingest;
 pub mod like;
@@ -918,6 +919,7 @@ async fn plan_resolved(
     };
     let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
     let plan = aggregate_filters::rewrite_filters(plan)?;
+    formats::check_formats(&plan)?;
     let plan = set_operations::with_multiset_intersect_and_except(plan)?;
     Ok((
         subquery_names::with_subquery_values_renamed(plan)?,
