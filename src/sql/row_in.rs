@@ -1,6 +1,7 @@
 //! A row of values compared with a subquery's rows, `(a, b) IN (SELECT x, y FROM …)` and
-//! `NOT IN`, as PostgreSQL, Spark, Trino and DuckDB run it; DataFusion 53 refuses it ("Too
-//! many columns! The subquery should only return one column"). Each becomes `EXISTS`
+//! `NOT IN`, which PostgreSQL, Spark, Trino and DuckDB take and DataFusion 53 refuses ("Too
+//! many columns! The subquery should only return one column"), with SQL's NULLs as
+//! PostgreSQL has them (DuckDB answers unknown for any row holding a NULL). Each becomes `EXISTS`
 //! over the subquery's rows, named `__floe_row_in_N (__floe_c1, …)` so that the row's
 //! expressions still name the outer query's columns:
 //!
