@@ -378,3 +378,17 @@ def test_a_date_format_without_fields_is_refused_not_answered(cur):
     assert got == [{"a": "2024-01", "b": "05.01.2024"}]
     for fmt in ["YYYY-MM", "yyyy-MM-dd"]:
         fails(cur, f"SELECT to_char(DATE '2024-01-05', '{fmt}')", "INVALID_ARGUMENT", "%Y-%m-%d")
+
+
+def test_iso_day_of_week_runs_from_monday_1_to_sunday_7(cur):
+    """DataFusion 53 numbers `isodow` Monday 0 to Sunday 6; ISO 8601, PostgreSQL, DuckDB
+    and Spark 1 to 7 (src/sql/date_parts.rs). Grouping by it keeps its name."""
+    week = ", ".join(f"(DATE '2024-01-{day:02d}')" for day in range(8, 15))  # Monday to Sunday
+    got = query(cur, f"SELECT extract(isodow FROM d) AS iso, date_part('ISODOW', d) AS part, "
+                     f"extract(dow FROM d) AS dow FROM (VALUES {week}) v(d) ORDER BY d").to_pylist()
+    assert [r["iso"] for r in got] == [1, 2, 3, 4, 5, 6, 7]
+    assert [r["part"] for r in got] == [1, 2, 3, 4, 5, 6, 7]
+    assert [r["dow"] for r in got] == [1, 2, 3, 4, 5, 6, 0]
+    grouped = query(cur, f"SELECT extract(isodow FROM d) AS iso, count(*) AS n FROM (VALUES {week}) v(d) "
+                         f"GROUP BY extract(isodow FROM d) HAVING extract(isodow FROM d) > 5 ORDER BY 1")
+    assert grouped.to_pylist() == [{"iso": 6, "n": 1}, {"iso": 7, "n": 1}]

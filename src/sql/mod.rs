@@ -5,6 +5,7 @@
 mod aggregate_filters;
 pub mod alter;
 pub mod alter_forms;
+mod date_parts;
 pub mod ddl;
 pub mod dialect;
 mod formats;
@@ -920,6 +921,7 @@ async fn plan_resolved(
     let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
     let plan = aggregate_filters::rewrite_filters(plan)?;
     formats::check_formats(&plan)?;
+    let plan = date_parts::iso_weekdays_from_one(plan)?;
     let plan = set_operations::with_multiset_intersect_and_except(plan)?;
     Ok((
         subquery_names::with_subquery_values_renamed(plan)?,
