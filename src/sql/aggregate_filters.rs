@@ -14,11 +14,11 @@
 //!
 //! The aggregates keep their names.
 
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::logical_expr::expr::WindowFunction;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{Expr, LogicalPlan, WindowFunctionDefinition, when};
 
+use super::expr_rewrite::rewrite_keeping_names;
 use crate::error::{FloeError, Result};
 
 /// Aggregates whose value over some rows with NULL arguments is their value over the
@@ -47,15 +47,7 @@ const SKIPS_NULLS: &[&str] = &[
 
 /// `plan` with its aggregate filters in the forms of the module documentation.
 pub(super) fn rewrite_filters(plan: LogicalPlan) -> Result<LogicalPlan> {
-    let plan = plan.transform_up_with_subqueries(|node| {
-        let names = NamePreserver::new(&node);
-        node.map_expressions(|expr| {
-            let saved = names.save(&expr);
-            let rewritten = expr.transform_up(|e| rewrite(e).map_err(Into::into))?;
-            Ok(rewritten.update_data(|expr| saved.restore(expr)))
-        })
-    })?;
-    Ok(plan.data)
+    rewrite_keeping_names(plan, rewrite)
 }
 
 fn rewrite(expr: Expr) -> Result<Transformed<Expr>> {

@@ -3,29 +3,21 @@
 //! to Sunday 6. Its `date_part('isodow', …)` is taken one higher here; names stay.
 
 use datafusion::common::ScalarValue;
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::common::tree_node::Transformed;
 use datafusion::logical_expr::{Expr, LogicalPlan, lit};
 
+use super::expr_rewrite::rewrite_keeping_names;
 use crate::error::Result;
 
 /// `plan` with every ISO day of the week numbered from 1.
 pub(super) fn iso_weekdays_from_one(plan: LogicalPlan) -> Result<LogicalPlan> {
-    let plan = plan.transform_up_with_subqueries(|node| {
-        let names = NamePreserver::new(&node);
-        node.map_expressions(|expr| {
-            let saved = names.save(&expr);
-            let rewritten = expr.transform_up(|e| {
-                Ok(if is_iso_weekday(&e) {
-                    Transformed::yes(e + lit(ScalarValue::Int32(Some(1))))
-                } else {
-                    Transformed::no(e)
-                })
-            })?;
-            Ok(rewritten.update_data(|expr| saved.restore(expr)))
+    rewrite_keeping_names(plan, |e| {
+        Ok(if is_iso_weekday(&e) {
+            Transformed::yes(e + lit(ScalarValue::Int32(Some(1))))
+        } else {
+            Transformed::no(e)
         })
-    })?;
-    Ok(plan.data)
+    })
 }
 
 fn is_iso_weekday(expr: &Expr) -> bool {

@@ -8,6 +8,7 @@ pub mod alter_forms;
 mod date_parts;
 pub mod ddl;
 pub mod dialect;
+mod expr_rewrite;
 mod formats;
 mod having_joins;
 pub mod ingest;
