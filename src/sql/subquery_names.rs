@@ -48,31 +48,29 @@ pub(super) fn with_subquery_values_renamed(plan: LogicalPlan) -> Result<LogicalP
         let names = NamePreserver::new(&node);
         node.map_expressions(|expr| {
             let saved = names.save(&expr);
+            let mut renamed_value = |subquery: Subquery| {
+                renamed += 1;
+                with_value_named(subquery, &format!("__floe_subquery_value_{renamed}"))
+            };
             let rewritten = expr.transform_up(|expr| match expr {
                 Expr::ScalarSubquery(subquery)
                     if value_name(&subquery).is_some_and(|name| taken.contains(name)) =>
                 {
-                    renamed += 1;
-                    let name = format!("__floe_subquery_value_{renamed}");
-                    Ok(Transformed::yes(Expr::ScalarSubquery(with_value_named(
-                        subquery, &name,
+                    Ok(Transformed::yes(Expr::ScalarSubquery(renamed_value(
+                        subquery,
                     )?)))
                 }
                 Expr::InSubquery(mut in_subquery)
                     if value_name(&in_subquery.subquery).is_some_and(is_expression_name) =>
                 {
-                    renamed += 1;
-                    let name = format!("__floe_subquery_value_{renamed}");
-                    in_subquery.subquery = with_value_named(in_subquery.subquery, &name)?;
+                    in_subquery.subquery = renamed_value(in_subquery.subquery)?;
                     Ok(Transformed::yes(Expr::InSubquery(in_subquery)))
                 }
                 Expr::SetComparison(mut comparison)
                     if value_name(&comparison.subquery)
                         .is_some_and(|name| taken.contains(name)) =>
                 {
-                    renamed += 1;
-                    let name = format!("__floe_subquery_value_{renamed}");
-                    comparison.subquery = with_value_named(comparison.subquery, &name)?;
+                    comparison.subquery = renamed_value(comparison.subquery)?;
                     Ok(Transformed::yes(Expr::SetComparison(comparison)))
                 }
                 other => Ok(Transformed::no(other)),
