@@ -258,3 +258,23 @@ def test_explain_of_an_insert_writes_nothing(server, cur, catalog, schema):
         cur.execute(f"EXPLAIN ANALYZE INSERT INTO {schema}.explained VALUES (1)")
     assert snapshot_ids(catalog, schema, "explained") == []
     assert data_files(server, schema, "explained") == []
+
+
+def test_values_inside_an_insert_query_keep_their_own_types(cur, catalog, schema):
+    """DataFusion typed every VALUES inside an INSERT's query as the table's columns:
+    `SELECT v.k FROM (VALUES (7, 'a')) v(k, s)` failed casting 'a' to BIGINT, `(VALUES
+    (8)) v(k)` wanted 2 values, and a MERGE from such a source failed alike
+    (src/sql/positional.rs)."""
+    t = f"{schema}.typed_values"
+    cur.execute(f"CREATE TABLE {t} (k BIGINT, n BIGINT, s STRING)")
+    cur.execute(f"INSERT INTO {t} SELECT v.k, 1, 'x' FROM (VALUES (7, 'a')) v(k, s)")
+    cur.execute(f"INSERT INTO {t} SELECT k, 2, 'y' FROM (VALUES (8)) v(k)")
+    cur.execute(f"INSERT INTO {t} SELECT column1, column2, 'z' FROM (VALUES (9, 3), (10, NULL))")
+    cur.execute(f"INSERT INTO {t} WITH w(a) AS (VALUES (11), (12)) SELECT a, a, 'w' FROM w")
+    cur.execute(f"MERGE INTO {t} USING (VALUES (7, 'seven'), (13, 'new')) v(k, s) ON {t}.k = v.k "
+                f"WHEN MATCHED THEN UPDATE SET s = v.s WHEN NOT MATCHED THEN INSERT (k, s) VALUES (v.k, v.s)")
+    expected = [(7, 1, "seven"), (8, 2, "y"), (9, 3, "z"), (10, None, "z"), (11, 11, "w"), (12, 12, "w"),
+                (13, None, "new")]
+    assert [tuple(r.values()) for r in query(cur, f"SELECT * FROM {t} ORDER BY k").to_pylist()] == expected
+    by_pyiceberg = sorted(catalog.load_table(t).scan().to_arrow().to_pylist(), key=lambda r: r["k"])
+    assert [tuple(r.values()) for r in by_pyiceberg] == expected

@@ -885,6 +885,7 @@ fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     row_level::using_as_exists(statement)?;
     params::number_placeholders(statement);
     row_in::row_in_as_exists(statement)?;
+    positional::nested_values_as_selects(statement)?;
     positional::unique_insert_names(statement);
     Ok(())
 }

@@ -1,16 +1,95 @@
 //! An INSERT's query fills the table's columns by position, so the names of its output
 //! columns mean nothing. DataFusion still refuses a projection whose names repeat
 //! (`INSERT INTO t SELECT 1, 1`, `SELECT v, v FROM …`); Floe gives each repeat an alias
-//! of its own before planning. A plain `SELECT` keeps DataFusion's error: there the
-//! names reach the client.
+//! of its own before planning. (A plain `SELECT`, whose names reach the client, is
+//! named by `output_names` only where DataFusion refuses it.)
+//!
+//! DataFusion also plans every `VALUES` inside an INSERT's query with the table's types
+//! (a hint meant for `INSERT … VALUES` itself), so `INSERT INTO t SELECT v.k FROM
+//! (VALUES (7, 'a')) v(k, s)` failed casting `'a'` to `t`'s second column, and `(VALUES
+//! (8)) v(k)` with "expected 2" values. Such a `VALUES` is written as `SELECT … AS
+//! column1, … UNION ALL SELECT …` first: the same rows, names and common types.
 
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 
 use datafusion::sql::parser::Statement;
-use datafusion::sql::sqlparser::ast::{self, Expr, Ident, Query, SelectItem, SetExpr};
+use datafusion::sql::sqlparser::ast::{
+    self, Expr, Ident, Query, SelectItem, SetExpr, Values, VisitMut, VisitorMut,
+};
 
 use super::ddl::normalize;
-use super::parse::sql_statement_mut;
+use super::parse::{parse, sql_statement_mut};
+use crate::error::{FloeError, Result};
+
+/// A nested `VALUES` of more rows than this is left as it is (a `UNION ALL` of that many
+/// selects would cost more to plan than the statement is worth).
+const MAX_REWRITTEN_ROWS: usize = 1000;
+
+/// Writes each `VALUES` nested in an INSERT's query as selects (see the module
+/// documentation); a query that is itself a `VALUES` stays.
+pub fn nested_values_as_selects(statement: &mut Statement) -> Result<()> {
+    let Some(ast::Statement::Insert(insert)) = sql_statement_mut(statement) else {
+        return Ok(());
+    };
+    let Some(source) = insert.source.as_mut() else {
+        return Ok(());
+    };
+    if matches!(*source.body, SetExpr::Values(_)) {
+        return Ok(());
+    }
+    match source.visit(&mut NestedValues) {
+        ControlFlow::Break(e) => Err(e),
+        ControlFlow::Continue(()) => Ok(()),
+    }
+}
+
+struct NestedValues;
+
+impl VisitorMut for NestedValues {
+    type Break = FloeError;
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<FloeError> {
+        if let SetExpr::Values(values) = query.body.as_ref()
+            && values.rows.len() <= MAX_REWRITTEN_ROWS
+        {
+            match as_selects(values) {
+                Ok(body) => *query.body = body,
+                Err(e) => return ControlFlow::Break(e),
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `values` as `SELECT a AS column1, … UNION ALL SELECT …`.
+fn as_selects(values: &Values) -> Result<SetExpr> {
+    let selects: Vec<String> = values
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(r, row)| {
+            let items: Vec<String> = row
+                .iter()
+                .enumerate()
+                .map(|(i, value)| match r {
+                    0 => format!("{value} AS column{}", i + 1),
+                    _ => value.to_string(),
+                })
+                .collect();
+            format!("SELECT {}", items.join(", "))
+        })
+        .collect();
+    let not_a_query =
+        || FloeError::internal("VALUES rewritten as selects did not parse as a query");
+    let Statement::Statement(statement) = parse(&selects.join(" UNION ALL "))? else {
+        return Err(not_a_query());
+    };
+    match *statement {
+        ast::Statement::Query(query) => Ok(*query.body),
+        _ => Err(not_a_query()),
+    }
+}
 
 /// Aliases the repeated output names of an INSERT's query (in each branch of a set
 /// operation), leaving the first of each name as it is.
