@@ -13,13 +13,19 @@
 //!   runs as a nested loop join.
 //! * anywhere else, with SQL's three values: true if a row equals, else unknown if a row
 //!   could equal (a NULL on either side where the others equal), else false.
+//!
+//! A single value's `[NOT] IN (subquery)` inside a filter condition but not one of its
+//! conjuncts (under `OR`, in a `CASE`) also gets SQL's three values here: DataFusion 53
+//! runs it as a mark join, true or false only, so `s NOT IN (…) OR k < 2` kept rows whose
+//! `s` is NULL. As a conjunct (`IN`, `NOT IN`, `NOT (… IN …)`) it stays DataFusion's
+//! semi or null-aware anti join, which are right.
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, Query, SelectItem, SetExpr, Statement, VisitMut, VisitorMut,
-    visit_expressions_mut,
+    BinaryOperator, Expr, Query, SelectItem, SetExpr, Statement, UnaryOperator, VisitMut,
+    VisitorMut, visit_expressions_mut,
 };
 
 use super::parse::{parse, sql_statement_mut};
@@ -122,7 +128,54 @@ impl Rewriter {
                 *condition = parsed_expr(&text)?;
                 Ok(())
             }
-            _ => Ok(()),
+            // DataFusion's null-aware anti join runs a `NOT IN` conjunct right.
+            Expr::UnaryOp {
+                op: UnaryOperator::Not,
+                expr: negated,
+            } if is_single_in(negated) => Ok(()),
+            other => self.single_ins_within(other),
+        }
+    }
+
+    /// Rewrites the single-value `IN` subqueries of a condition part that is not a
+    /// conjunct (under `OR`, `CASE`, …) with SQL's three values. There DataFusion 53 runs
+    /// them as mark joins, which know only true and false: `s NOT IN (…) OR k < 2` kept
+    /// the rows whose `s` is NULL (PostgreSQL: unknown, so not kept).
+    fn single_ins_within(&mut self, part: &mut Expr) -> Result<()> {
+        let flow = visit_expressions_mut(part, |expr| {
+            let Expr::InSubquery {
+                expr: value,
+                subquery,
+                negated,
+            } = expr
+            else {
+                return ControlFlow::Continue(());
+            };
+            if row(value).is_some() {
+                return ControlFlow::Continue(());
+            }
+            let is_in = format!(
+                "CASE WHEN ({value}) IN ({subquery}) THEN TRUE \
+                 WHEN ({value}) IS NULL AND EXISTS ({subquery}) THEN NULL \
+                 WHEN {} THEN NULL ELSE FALSE END",
+                self.holds_null(subquery)
+            );
+            let text = if *negated {
+                format!("(NOT {is_in})")
+            } else {
+                format!("({is_in})")
+            };
+            match parsed_expr(&text) {
+                Ok(rewritten) => {
+                    *expr = rewritten;
+                    ControlFlow::Continue(())
+                }
+                Err(e) => ControlFlow::Break(e),
+            }
+        });
+        match flow {
+            ControlFlow::Break(e) => Err(e),
+            ControlFlow::Continue(()) => Ok(()),
         }
     }
 
@@ -153,6 +206,15 @@ impl Rewriter {
         Ok(())
     }
 
+    /// `EXISTS` of a NULL among the values of `subquery` (of one column).
+    fn holds_null(&mut self, subquery: &Query) -> String {
+        self.subqueries += 1;
+        let name = format!("__floe_row_in_{}", self.subqueries);
+        format!(
+            "EXISTS (SELECT 1 FROM ({subquery}) AS {name} (__floe_c1) WHERE {name}.__floe_c1 IS NULL)"
+        )
+    }
+
     /// `EXISTS` over the rows of `subquery` of which `holds` holds for each column and
     /// its value.
     fn exists(
@@ -174,6 +236,15 @@ impl Rewriter {
             columns.join(", "),
             conditions.join(" AND ")
         )
+    }
+}
+
+/// Whether `expr` is a single value's `IN` subquery, possibly in parentheses.
+fn is_single_in(expr: &Expr) -> bool {
+    match expr {
+        Expr::Nested(inner) => is_single_in(inner),
+        Expr::InSubquery { expr, .. } => row(expr).is_none(),
+        _ => false,
     }
 }
 
