@@ -14,11 +14,12 @@
 //! * anywhere else, with SQL's three values: true if a row equals, else unknown if a row
 //!   could equal (a NULL on either side where the others equal), else false.
 //!
-//! A single value's `[NOT] IN (subquery)` inside a filter condition but not one of its
-//! conjuncts (under `OR`, in a `CASE`) also gets SQL's three values here: DataFusion 53
-//! runs it as a mark join, true or false only, so `s NOT IN (…) OR k < 2` kept rows whose
-//! `s` is NULL. As a conjunct (`IN`, `NOT IN`, `NOT (… IN …)`) it stays DataFusion's
-//! semi or null-aware anti join, which are right.
+//! A single value's `NOT IN (subquery)` inside a filter condition but not one of its
+//! conjuncts (under `OR`), and its `IN` under a negation or inside another expression (a
+//! `CASE`, `IS FALSE`), also get SQL's three values here: DataFusion 53 runs them as mark
+//! joins, true or false only, so `s NOT IN (…) OR k < 2` kept rows whose `s` is NULL. As
+//! a conjunct (`IN`, `NOT IN`, `NOT (… IN …)`), and an `IN` under `AND`/`OR` only (where
+//! an unknown taken for false drops the row all the same), they stay DataFusion's joins.
 
 use std::ops::ControlFlow;
 
@@ -133,6 +134,29 @@ impl Rewriter {
                 op: UnaryOperator::Not,
                 expr: negated,
             } if is_single_in(negated) => Ok(()),
+            other => self.monotone(other),
+        }
+    }
+
+    /// Under `AND` and `OR` only, a single value's `IN` may stay a mark join: an unknown
+    /// taken for false drops the row all the same. Under a negation or inside another
+    /// expression it may not (see [`Self::single_ins_within`]).
+    fn monotone(&mut self, part: &mut Expr) -> Result<()> {
+        match part {
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And | BinaryOperator::Or,
+                right,
+            } => {
+                self.monotone(left)?;
+                self.monotone(right)
+            }
+            Expr::Nested(inner) => self.monotone(inner),
+            Expr::InSubquery {
+                expr,
+                negated: false,
+                ..
+            } if row(expr).is_none() => Ok(()),
             other => self.single_ins_within(other),
         }
     }
