@@ -2,6 +2,7 @@
 
 import datetime
 import ipaddress
+import time
 
 import adbc_driver_flightsql
 import adbc_driver_flightsql.dbapi as flight_sql
@@ -88,6 +89,10 @@ def select_one(uri, **options):
 def test_tls(tmp_path, certs):
     srv = tls_server(tmp_path / "data", certs)
     try:
+        # The listening line may follow the open port by a moment.
+        deadline = time.monotonic() + 10
+        while "grpc+tls://" not in srv.process.output() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert "grpc+tls://" in srv.process.output()
         assert select_one(srv.uri, **{Options.TLS_ROOT_CERTS.value: certs["ca"]}) == [{"one": 1}]
         # A client that does not trust the certificate, and one that does not speak TLS.
