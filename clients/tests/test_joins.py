@@ -661,6 +661,8 @@ def test_row_in_subqueries_answer_as_postgresql_does(join_server, postgres):
         "SELECT k FROM pairs WHERE s NOT IN (SELECT s FROM pairs WHERE k BETWEEN 5 AND 8) OR k > 37",
         "SELECT k FROM pairs WHERE s NOT IN (SELECT s FROM pairs WHERE k < 0) OR k < 2",
         "SELECT k FROM pairs WHERE CASE WHEN k < 20 THEN s IN (SELECT s FROM pairs WHERE k > 30) END",
+        # Quotes survive the rewrite, which writes the statement out and reads it again.
+        """SELECT k FROM pairs WHERE (s, 'it''s') IN (SELECT s, 'it''s' AS "q""t" FROM pairs WHERE k > 30)""",
     ]
     pg = postgres
     with server.connect() as conn, conn.cursor() as cur:

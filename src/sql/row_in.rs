@@ -230,10 +230,15 @@ impl Rewriter {
         Ok(())
     }
 
+    /// A name for the next subquery's rows.
+    fn next_name(&mut self) -> String {
+        self.subqueries += 1;
+        format!("__floe_row_in_{}", self.subqueries)
+    }
+
     /// `EXISTS` of a NULL among the values of `subquery` (of one column).
     fn holds_null(&mut self, subquery: &Query) -> String {
-        self.subqueries += 1;
-        let name = format!("__floe_row_in_{}", self.subqueries);
+        let name = self.next_name();
         format!(
             "EXISTS (SELECT 1 FROM ({subquery}) AS {name} (__floe_c1) WHERE {name}.__floe_c1 IS NULL)"
         )
@@ -247,8 +252,7 @@ impl Rewriter {
         values: &[Expr],
         holds: fn(&str, &Expr) -> String,
     ) -> String {
-        self.subqueries += 1;
-        let name = format!("__floe_row_in_{}", self.subqueries);
+        let name = self.next_name();
         let columns: Vec<String> = (1..=values.len()).map(|i| format!("__floe_c{i}")).collect();
         let conditions: Vec<String> = columns
             .iter()
