@@ -3,9 +3,11 @@ whether Floe broadcasts the small side or shuffles both (the outer-join broadcas
 apache/datafusion-ballista#1055, must not come back), on a coordinator with two
 `floe executor` processes and several probe tasks."""
 
+import datetime
 import threading
 import time
 
+import adbc_driver_manager
 import duckdb
 import pyarrow as pa
 import pytest
@@ -551,6 +553,34 @@ def test_median_of_integers_is_a_double_as_duckdb_answers(join_server):
             got, expected = query(cur, sql), reference.sql(sql).to_arrow_table()
             assert rows(got) == rows(expected), sql
             assert got.schema.field("m").type == pa.float64(), sql
+
+
+def test_interval_arithmetic_answers_as_postgresql_does(join_server):
+    """`n * INTERVAL …` failed to plan; a date plus an interval with hours dropped the
+    hours; `extract(epoch FROM t2 - t1)` dropped the fraction and failed past 68 years
+    (src/sql/intervals.rs, src/sql/date_parts.rs). On the executors and the coordinator;
+    the expected values are PostgreSQL 15's."""
+    server, _ = join_server
+    start, then = datetime.datetime(2024, 1, 1), datetime.datetime(1900, 1, 1)
+    with server.connect() as conn, conn.cursor() as cur:
+        got = query(cur, "SELECT k, DATE '2024-01-01' + k * INTERVAL '90 minutes' AS at, "
+                         "(DATE '2024-01-01' + k) + INTERVAL '36 hours' AS later, "
+                         "DATE '2024-01-01' - INTERVAL '1 day' * k AS earlier, "
+                         "extract(epoch FROM (TIMESTAMP '2024-01-01 00:00:00' + k * INTERVAL '1.5 seconds')"
+                         " - TIMESTAMP '1900-01-01 00:00:00') AS e FROM big WHERE k < 40").to_pylist()
+        assert sorted(got, key=lambda r: r["k"]) == [
+            {"k": k, "at": start + k * datetime.timedelta(minutes=90),
+             "later": start + datetime.timedelta(days=k, hours=36),
+             "earlier": start - datetime.timedelta(days=k),
+             "e": (start - then).total_seconds() + 1.5 * k}
+            for k in range(40)
+        ]
+        assert query(cur, "SELECT DATE '2024-01-01' + INTERVAL '1 month' AS d").to_pylist() == [
+            {"d": datetime.date(2024, 2, 1)}]  # whole months keep the date
+        product = query(cur, "SELECT INTERVAL '1 month 1 day' * 1.5 AS p").column("p")[0].as_py()
+        assert (product.months, product.days, product.nanoseconds) == (1, 16, 12 * 3600 * 10**9)
+        with pytest.raises(adbc_driver_manager.Error, match="INVALID_ARGUMENT.*interval out of range"):
+            query(cur, "SELECT INTERVAL '1000000000 months' * k FROM big WHERE k = 10")
 
 
 def fill_partitioned_table(cur, reference, name):

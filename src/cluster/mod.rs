@@ -17,6 +17,7 @@ mod explain;
 mod filter_estimates;
 mod filter_order;
 mod held_outputs;
+pub(crate) mod interval_times;
 mod jobs;
 mod join_order;
 mod join_projections;
@@ -137,6 +138,7 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
         .build();
     state.register_udwf(ntile::ntile())?;
     state.register_udaf(median::median())?;
+    state.register_udf(interval_times::interval_times())?;
     Ok(state)
 }
 

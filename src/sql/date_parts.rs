@@ -1,33 +1,76 @@
-//! `extract(isodow FROM d)` numbers the days Monday 1 to Sunday 7, as ISO 8601,
-//! PostgreSQL, DuckDB and Spark (`DAYOFWEEK_ISO`) do; DataFusion 53 numbers them Monday 0
-//! to Sunday 6. Its `date_part('isodow', …)` is taken one higher here; names stay.
+//! `extract`/`date_part` where DataFusion 53 answers other than SQL does:
+//! - `isodow` numbers the days Monday 1 to Sunday 7, as ISO 8601, PostgreSQL, DuckDB and
+//!   Spark (`DAYOFWEEK_ISO`) do; DataFusion numbers them Monday 0 to Sunday 6, so its
+//!   answer is taken one higher.
+//! - `epoch` of a duration (`t2 - t1`) is its exact number of seconds; DataFusion counts
+//!   whole seconds in 32 bits plus a fraction that wraps (so `epoch` of 23:59:59.5 was
+//!   82,799) and fails past 68 years. It is computed here from the duration's count.
+//!
+//! Names stay as written.
 
-use datafusion::common::ScalarValue;
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::tree_node::Transformed;
-use datafusion::logical_expr::{Expr, LogicalPlan, lit};
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, cast, lit};
 
-use super::expr_rewrite::rewrite_keeping_names;
+use super::expr_rewrite::rewrite_typed_keeping_names;
 use crate::error::Result;
 
-/// `plan` with every ISO day of the week numbered from 1.
-pub(super) fn iso_weekdays_from_one(plan: LogicalPlan) -> Result<LogicalPlan> {
-    rewrite_keeping_names(plan, |e| {
-        Ok(if is_iso_weekday(&e) {
-            Transformed::yes(e + lit(ScalarValue::Int32(Some(1))))
-        } else {
-            Transformed::no(e)
+/// `plan` with ISO days of the week numbered from 1 and epochs of durations exact.
+pub(super) fn with_sql_date_parts(plan: LogicalPlan) -> Result<LogicalPlan> {
+    rewrite_typed_keeping_names(plan, |e, schema| {
+        Ok(match part_of(&e) {
+            Some(part) if part.eq_ignore_ascii_case("isodow") => {
+                Transformed::yes(e + lit(ScalarValue::Int32(Some(1))))
+            }
+            Some(part) if part.eq_ignore_ascii_case("epoch") => match duration_unit(&e, schema) {
+                Some(unit) => Transformed::yes(epoch_of_duration(e, unit)),
+                None => Transformed::no(e),
+            },
+            _ => Transformed::no(e),
         })
     })
 }
 
-fn is_iso_weekday(expr: &Expr) -> bool {
+/// The part a `date_part` call extracts.
+fn part_of(expr: &Expr) -> Option<&str> {
     let Expr::ScalarFunction(call) = expr else {
-        return false;
+        return None;
     };
-    call.func.name() == "date_part"
-        && matches!(
-            call.args.first(),
-            Some(Expr::Literal(ScalarValue::Utf8(Some(part)) | ScalarValue::Utf8View(Some(part)), _))
-                if part.eq_ignore_ascii_case("isodow")
-        )
+    if call.func.name() != "date_part" {
+        return None;
+    }
+    match call.args.first() {
+        Some(Expr::Literal(
+            ScalarValue::Utf8(Some(part)) | ScalarValue::Utf8View(Some(part)),
+            _,
+        )) => Some(part),
+        _ => None,
+    }
+}
+
+/// The unit of a `date_part` call's source, where that is a duration.
+fn duration_unit(call: &Expr, schema: &DFSchema) -> Option<TimeUnit> {
+    let Expr::ScalarFunction(call) = call else {
+        return None;
+    };
+    match call.args.get(1)?.get_type(schema).ok()? {
+        DataType::Duration(unit) => Some(unit),
+        _ => None,
+    }
+}
+
+/// The seconds of the duration a `date_part('epoch', …)` call extracts from.
+fn epoch_of_duration(call: Expr, unit: TimeUnit) -> Expr {
+    let Expr::ScalarFunction(mut call) = call else {
+        return call;
+    };
+    let duration = call.args.swap_remove(1);
+    let per_second = match unit {
+        TimeUnit::Second => 1.0,
+        TimeUnit::Millisecond => 1e3,
+        TimeUnit::Microsecond => 1e6,
+        TimeUnit::Nanosecond => 1e9,
+    };
+    cast(cast(duration, DataType::Int64), DataType::Float64) / lit(per_second)
 }

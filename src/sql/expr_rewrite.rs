@@ -2,6 +2,9 @@
 //! the plan's columns have (a rewritten projection or aggregate expression is aliased to
 //! its old name), so that the nodes above still find them.
 
+use std::sync::Arc;
+
+use datafusion::common::DFSchema;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{Expr, LogicalPlan};
@@ -13,13 +16,39 @@ pub(super) fn rewrite_keeping_names(
     plan: LogicalPlan,
     mut rewrite: impl FnMut(Expr) -> Result<Transformed<Expr>>,
 ) -> Result<LogicalPlan> {
+    rewrite_typed_keeping_names(plan, |expr, _| rewrite(expr))
+}
+
+/// `plan` with `rewrite` applied to each expression, bottom up, given the schema its
+/// columns come from (the node's inputs'), so that it can ask the types of expressions.
+pub(super) fn rewrite_typed_keeping_names(
+    plan: LogicalPlan,
+    mut rewrite: impl FnMut(Expr, &DFSchema) -> Result<Transformed<Expr>>,
+) -> Result<LogicalPlan> {
     let plan = plan.transform_up_with_subqueries(|node| {
         let names = NamePreserver::new(&node);
+        let schema = input_schema(&node);
         node.map_expressions(|expr| {
             let saved = names.save(&expr);
-            let rewritten = expr.transform_up(|e| rewrite(e).map_err(Into::into))?;
+            let rewritten = expr.transform_up(|e| rewrite(e, &schema).map_err(Into::into))?;
             Ok(rewritten.update_data(|expr| saved.restore(expr)))
         })
     })?;
     Ok(plan.data)
+}
+
+/// The columns the expressions of `node` may name: its inputs' (all of a join's sides),
+/// or its own where it has no input (a scan's filters).
+fn input_schema(node: &LogicalPlan) -> Arc<DFSchema> {
+    match node.inputs().as_slice() {
+        [] => Arc::clone(node.schema()),
+        [input] => Arc::clone(input.schema()),
+        [first, rest @ ..] => {
+            let mut merged = first.schema().as_ref().clone();
+            for input in rest {
+                merged.merge(input.schema());
+            }
+            Arc::new(merged)
+        }
+    }
 }

@@ -12,6 +12,7 @@ mod expr_rewrite;
 mod formats;
 mod having_joins;
 pub mod ingest;
+mod intervals;
 pub mod like;
 pub mod merge;
 pub mod metadata;
@@ -885,6 +886,7 @@ fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     row_level::using_as_exists(statement)?;
     params::number_placeholders(statement);
     row_in::row_in_as_exists(statement)?;
+    intervals::interval_products_as_calls(statement);
     positional::nested_values_as_selects(statement)?;
     positional::unique_insert_names(statement);
     Ok(())
@@ -923,7 +925,8 @@ async fn plan_resolved(
     let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
     let plan = aggregate_filters::rewrite_filters(plan)?;
     formats::check_formats(&plan)?;
-    let plan = date_parts::iso_weekdays_from_one(plan)?;
+    let plan = date_parts::with_sql_date_parts(plan)?;
+    let plan = intervals::dates_with_times_as_timestamps(plan)?;
     let plan = set_operations::with_multiset_intersect_and_except(plan)?;
     Ok((
         subquery_names::with_subquery_values_renamed(plan)?,

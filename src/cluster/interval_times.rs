@@ -1,0 +1,183 @@
+//! `floe_interval_times(interval, n)`: an interval `n` times over, what SQL writes as
+//! `n * INTERVAL '1 day'` (DataFusion 53 cannot multiply an interval; Floe's SQL layer
+//! rewrites such products into this call). As PostgreSQL computes it: a whole number
+//! multiplies months, days and time each; a fraction of a month carries into days (30 to
+//! a month) and a fraction of a day into time, rounded to the microsecond.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, AsArray, IntervalMonthDayNanoArray};
+use datafusion::arrow::datatypes::{
+    DataType, Float64Type, Int64Type, IntervalMonthDayNano, IntervalMonthDayNanoType, IntervalUnit,
+};
+use datafusion::arrow::error::ArrowError;
+use datafusion::common::{Result, plan_err};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+
+/// The function's name, by which SQL and executors find it.
+pub const NAME: &str = "floe_interval_times";
+
+const NANOS_PER_DAY: f64 = 86_400e9;
+const DAYS_PER_MONTH: f64 = 30.0;
+
+pub fn interval_times() -> Arc<ScalarUDF> {
+    Arc::new(ScalarUDF::new_from_impl(IntervalTimes::default()))
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct IntervalTimes {
+    signature: Signature,
+}
+
+impl Default for IntervalTimes {
+    fn default() -> Self {
+        Self {
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for IntervalTimes {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        let [interval, factor] = arg_types else {
+            return plan_err!("{NAME} takes an interval and a number");
+        };
+        if !matches!(interval, DataType::Interval(_) | DataType::Null) {
+            return plan_err!("cannot multiply {interval} by a number: not an interval");
+        }
+        let factor = match factor {
+            DataType::Null => DataType::Int64,
+            t if t.is_integer() => DataType::Int64,
+            t if t.is_floating()
+                || matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..)) =>
+            {
+                DataType::Float64
+            }
+            other => return plan_err!("cannot multiply an interval by {other}"),
+        };
+        Ok(vec![interval_type(), factor])
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(interval_type())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let [intervals, factors] = arrays.as_slice() else {
+            return plan_err!("{NAME} takes an interval and a number");
+        };
+        let intervals = intervals.as_primitive::<IntervalMonthDayNanoType>();
+        let products: IntervalMonthDayNanoArray = match factors.data_type() {
+            DataType::Float64 => intervals
+                .iter()
+                .zip(factors.as_primitive::<Float64Type>())
+                .map(|pair| match pair {
+                    (Some(v), Some(f)) => times_fraction(v, f).map(Some),
+                    _ => Ok(None),
+                })
+                .collect::<Result<_, ArrowError>>()?,
+            _ => intervals
+                .iter()
+                .zip(factors.as_primitive::<Int64Type>())
+                .map(|pair| match pair {
+                    (Some(v), Some(n)) => times_whole(v, n).map(Some),
+                    _ => Ok(None),
+                })
+                .collect::<Result<_, ArrowError>>()?,
+        };
+        Ok(ColumnarValue::Array(Arc::new(products) as ArrayRef))
+    }
+}
+
+fn interval_type() -> DataType {
+    DataType::Interval(IntervalUnit::MonthDayNano)
+}
+
+fn out_of_range() -> ArrowError {
+    ArrowError::ArithmeticOverflow("interval out of range".to_string())
+}
+
+fn times_whole(v: IntervalMonthDayNano, n: i64) -> Result<IntervalMonthDayNano, ArrowError> {
+    let part = |value: i64| value.checked_mul(n).ok_or_else(out_of_range);
+    Ok(IntervalMonthDayNano {
+        months: i32::try_from(part(v.months.into())?).map_err(|_| out_of_range())?,
+        days: i32::try_from(part(v.days.into())?).map_err(|_| out_of_range())?,
+        nanoseconds: part(v.nanoseconds)?,
+    })
+}
+
+fn times_fraction(v: IntervalMonthDayNano, f: f64) -> Result<IntervalMonthDayNano, ArrowError> {
+    let months = f64::from(v.months) * f;
+    let days = f64::from(v.days) * f;
+    let month_days = months.fract() * DAYS_PER_MONTH;
+    // The fractions of a day left over, as time; whole days of it move to the days.
+    let spilled = (days.fract() + month_days.fract()) * NANOS_PER_DAY;
+    let spilled_days = (spilled / NANOS_PER_DAY).trunc();
+    let days = days.trunc() + month_days.trunc() + spilled_days;
+    let nanos = v.nanoseconds as f64 * f + (spilled - spilled_days * NANOS_PER_DAY);
+    let nanos = (nanos / 1e3).round() * 1e3;
+    let whole = |value: f64, max: f64| {
+        (value.is_finite() && value.abs() <= max)
+            .then_some(value)
+            .ok_or_else(out_of_range)
+    };
+    Ok(IntervalMonthDayNano {
+        months: whole(months.trunc(), f64::from(i32::MAX))? as i32,
+        days: whole(days, f64::from(i32::MAX))? as i32,
+        nanoseconds: whole(nanos, 9.2e18)? as i64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn interval(months: i32, days: i32, nanoseconds: i64) -> IntervalMonthDayNano {
+        IntervalMonthDayNano {
+            months,
+            days,
+            nanoseconds,
+        }
+    }
+
+    #[test]
+    fn whole_numbers_multiply_each_part() {
+        assert_eq!(
+            times_whole(interval(1, 2, 3), -4).ok(),
+            Some(interval(-4, -8, -12))
+        );
+        assert!(times_whole(interval(i32::MAX, 0, 0), 2).is_err());
+    }
+
+    #[test]
+    fn fractions_carry_into_days_then_time() {
+        // PostgreSQL: interval '1 month 1 day' * 1.5 = '1 mon 16 days 12:00:00'.
+        let hour = 3_600_000_000_000;
+        assert_eq!(
+            times_fraction(interval(1, 1, 0), 1.5).ok(),
+            Some(interval(1, 16, 12 * hour))
+        );
+        // interval '1 day' / 3 = '08:00:00' (to the microsecond).
+        assert_eq!(
+            times_fraction(interval(0, 1, 0), 1.0 / 3.0).ok(),
+            Some(interval(0, 0, 8 * hour))
+        );
+        assert!(times_fraction(interval(0, 0, 1), f64::INFINITY).is_err());
+    }
+}
