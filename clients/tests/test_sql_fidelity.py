@@ -392,3 +392,31 @@ def test_iso_day_of_week_runs_from_monday_1_to_sunday_7(cur):
     grouped = query(cur, f"SELECT extract(isodow FROM d) AS iso, count(*) AS n FROM (VALUES {week}) v(d) "
                          f"GROUP BY extract(isodow FROM d) HAVING extract(isodow FROM d) > 5 ORDER BY 1")
     assert grouped.to_pylist() == [{"iso": 6, "n": 1}, {"iso": 7, "n": 1}]
+
+
+def test_lateral_unnest_gives_each_element_its_row_as_duckdb_does(cur, schema):
+    """`FROM t, unnest(t.l) AS u(x)` and its `CROSS JOIN` / `LATERAL` spellings, which
+    DataFusion 53 plans but cannot run (src/sql/lateral.rs). Empty and NULL lists give no
+    row; a NULL element does."""
+    rows = "(1, 10, [1, 2]), (2, 20, []), (3, 30, NULL), (4, 40, [5, NULL, 5]), (5, 50, [7])"
+    cur.execute(f"CREATE TABLE {schema}.lists (k INT, v INT, l ARRAY<INT>)")
+    cur.execute(f"INSERT INTO {schema}.lists VALUES {rows}")
+    reference = duckdb.connect()
+    reference.execute("CREATE SCHEMA s")
+    reference.execute("CREATE TABLE s.lists (k INT, v INT, l INT[])")
+    reference.execute(f"INSERT INTO s.lists VALUES {rows}")
+    queries = [
+        "SELECT k, x FROM {t}, unnest(l) AS u(x)",
+        "SELECT lists.k, u.x, lists.v FROM {t} lists CROSS JOIN unnest(lists.l) AS u(x)",
+        "SELECT a.k, u.x FROM {t} a CROSS JOIN LATERAL (SELECT unnest(a.l) AS x) u",
+        "SELECT a.k, u.x FROM {t} a JOIN LATERAL (SELECT unnest(a.l) AS x) u ON u.x > a.k",
+        "SELECT x, count(*) AS n, sum(k) AS s FROM {t}, unnest(l) AS u(x) GROUP BY x",
+        "SELECT a.k, x, y FROM {t} a, unnest(a.l) AS u(x), unnest(a.l) AS w(y) WHERE x < y",
+        "SELECT a.k, b.k AS bk FROM {t} a CROSS JOIN unnest(a.l) AS u(x) JOIN {t} b ON b.k = x",
+    ]
+    for sql in queries:
+        got = query(cur, sql.format(t=f"{schema}.lists")).to_pylist()
+        expected = reference.sql(sql.format(t="s.lists")).to_arrow_table().to_pylist()
+        key = lambda r: repr(sorted(r.items()))  # noqa: E731
+        assert sorted(got, key=key) == sorted(expected, key=key), sql
+        assert got, sql

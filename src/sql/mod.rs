@@ -13,6 +13,7 @@ mod formats;
 mod having_joins;
 pub mod ingest;
 mod intervals;
+mod lateral;
 pub mod like;
 pub mod merge;
 pub mod metadata;
@@ -928,6 +929,7 @@ async fn plan_resolved(
     let plan = date_parts::with_sql_date_parts(plan)?;
     let plan = intervals::dates_with_times_as_timestamps(plan)?;
     let plan = set_operations::with_multiset_intersect_and_except(plan)?;
+    let plan = lateral::lateral_unnests_as_plain(plan)?;
     Ok((
         subquery_names::with_subquery_values_renamed(plan)?,
         parameters,

@@ -1,0 +1,137 @@
+//! `FROM t, unnest(t.l) AS u(x)`, `t CROSS JOIN UNNEST(t.l)` and `CROSS JOIN LATERAL
+//! (SELECT unnest(t.l) …)`: PostgreSQL's, Trino's and DuckDB's way to give each element
+//! of a list its row beside its row's other columns. DataFusion 53 plans them as a join
+//! with a subquery that refers to the left side's row, and cannot run that ("Physical
+//! plan does not support logical expression OuterReferenceColumn").
+//!
+//! Where the subquery only works on that one row (projections, filters and unnests over
+//! the one-row relation) and the join is inner, the subquery's nodes are laid over the
+//! left side instead, each carrying the left side's columns along: an unnest then repeats
+//! them for each element, which is what the join meant. Its outputs keep the names and
+//! qualifiers the join gave them, and the join's condition filters the result. Rows
+//! whose list is empty or NULL have no element, so no row, as with the join.
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, Result as DfResult};
+use datafusion::logical_expr::{
+    Expr, Filter, Join, JoinType, LogicalPlan, Projection, Subquery, SubqueryAlias, Unnest,
+};
+
+use crate::error::Result;
+
+/// `plan` with each inner join of a row-wise lateral subquery laid over its left side.
+pub(super) fn lateral_unnests_as_plain(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let plan = plan.transform_up_with_subqueries(|node| match node {
+        LogicalPlan::Join(join) if join.join_type == JoinType::Inner => {
+            Ok(match laid_over_left(&join)? {
+                Some(plan) => Transformed::yes(plan),
+                None => Transformed::no(LogicalPlan::Join(join)),
+            })
+        }
+        other => Ok(Transformed::no(other)),
+    })?;
+    Ok(plan.data)
+}
+
+/// The join's rows computed without it, where its right side is a lateral subquery
+/// over one row.
+fn laid_over_left(join: &Join) -> DfResult<Option<LogicalPlan>> {
+    let subquery = match join.right.as_ref() {
+        LogicalPlan::SubqueryAlias(SubqueryAlias { input, .. }) => input.as_ref(),
+        other => other,
+    };
+    let LogicalPlan::Subquery(Subquery { subquery, .. }) = subquery else {
+        return Ok(None);
+    };
+    let Some(rows) = over(subquery, &join.left)? else {
+        return Ok(None);
+    };
+    // The left side's columns, then the subquery's, named as the join named them.
+    let left_width = join.left.schema().fields().len();
+    let rows_schema = Arc::clone(rows.schema());
+    let mut columns: Vec<Expr> = join
+        .left
+        .schema()
+        .columns()
+        .into_iter()
+        .map(Expr::Column)
+        .collect();
+    for (i, (qualifier, field)) in join.right.schema().iter().enumerate() {
+        let (q, f) = rows_schema.qualified_field(left_width + i);
+        columns.push(Expr::Column((q, f).into()).alias_qualified(qualifier.cloned(), field.name()));
+    }
+    let mut plan = LogicalPlan::Projection(Projection::try_new(columns, Arc::new(rows))?);
+    let condition = join
+        .on
+        .iter()
+        .map(|(l, r)| l.clone().eq(r.clone()))
+        .chain(join.filter.clone())
+        .reduce(Expr::and);
+    if let Some(condition) = condition {
+        plan = LogicalPlan::Filter(Filter::try_new(condition, Arc::new(plan))?);
+    }
+    Ok(Some(plan))
+}
+
+/// `subquery`'s nodes laid over `left`, each node's outputs after `left`'s columns;
+/// `None` where `subquery` is not row-wise work on the one-row relation.
+fn over(subquery: &LogicalPlan, left: &Arc<LogicalPlan>) -> DfResult<Option<LogicalPlan>> {
+    let left_schema = left.schema();
+    let plan = match subquery {
+        LogicalPlan::EmptyRelation(empty) if empty.produce_one_row => {
+            return Ok(Some(left.as_ref().clone()));
+        }
+        LogicalPlan::Projection(projection) => {
+            let Some(input) = over(&projection.input, left)? else {
+                return Ok(None);
+            };
+            let mut exprs: Vec<Expr> = left_schema
+                .columns()
+                .into_iter()
+                .map(Expr::Column)
+                .collect();
+            for expr in &projection.expr {
+                let name = expr.schema_name().to_string();
+                let (expr, renamed) = with_left_columns(expr.clone(), left_schema)?;
+                exprs.push(match (renamed, expr) {
+                    (true, expr @ Expr::Alias(_)) => expr,
+                    (true, expr) => expr.alias(name),
+                    (false, expr) => expr,
+                });
+            }
+            LogicalPlan::Projection(Projection::try_new(exprs, Arc::new(input))?)
+        }
+        LogicalPlan::Filter(filter) => {
+            let Some(input) = over(&filter.input, left)? else {
+                return Ok(None);
+            };
+            let (predicate, _) = with_left_columns(filter.predicate.clone(), left_schema)?;
+            LogicalPlan::Filter(Filter::try_new(predicate, Arc::new(input))?)
+        }
+        LogicalPlan::Unnest(unnest) => {
+            let Some(input) = over(&unnest.input, left)? else {
+                return Ok(None);
+            };
+            LogicalPlan::Unnest(Unnest {
+                input: Arc::new(input),
+                ..unnest.clone()
+            })
+            .recompute_schema()?
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(plan))
+}
+
+/// `expr` with its references to `left`'s row as plain columns; whether it had any.
+fn with_left_columns(expr: Expr, left: &DFSchema) -> DfResult<(Expr, bool)> {
+    let rewritten = expr.transform_up(|e| match e {
+        Expr::OuterReferenceColumn(_, column) if left.has_column(&column) => {
+            Ok(Transformed::yes(Expr::Column(column)))
+        }
+        other => Ok(Transformed::no(other)),
+    })?;
+    Ok((rewritten.data, rewritten.transformed))
+}
