@@ -51,13 +51,7 @@ fn laid_over_left(join: &Join) -> DfResult<Option<LogicalPlan>> {
     // The left side's columns, then the subquery's, named as the join named them.
     let left_width = join.left.schema().fields().len();
     let rows_schema = Arc::clone(rows.schema());
-    let mut columns: Vec<Expr> = join
-        .left
-        .schema()
-        .columns()
-        .into_iter()
-        .map(Expr::Column)
-        .collect();
+    let mut columns = columns_of(join.left.schema());
     for (i, (qualifier, field)) in join.right.schema().iter().enumerate() {
         let (q, f) = rows_schema.qualified_field(left_width + i);
         columns.push(Expr::Column((q, f).into()).alias_qualified(qualifier.cloned(), field.name()));
@@ -87,11 +81,7 @@ fn over(subquery: &LogicalPlan, left: &Arc<LogicalPlan>) -> DfResult<Option<Logi
             let Some(input) = over(&projection.input, left)? else {
                 return Ok(None);
             };
-            let mut exprs: Vec<Expr> = left_schema
-                .columns()
-                .into_iter()
-                .map(Expr::Column)
-                .collect();
+            let mut exprs = columns_of(left_schema);
             for expr in &projection.expr {
                 let name = expr.schema_name().to_string();
                 let (expr, renamed) = with_left_columns(expr.clone(), left_schema)?;
@@ -134,4 +124,8 @@ fn with_left_columns(expr: Expr, left: &DFSchema) -> DfResult<(Expr, bool)> {
         other => Ok(Transformed::no(other)),
     })?;
     Ok((rewritten.data, rewritten.transformed))
+}
+
+fn columns_of(schema: &DFSchema) -> Vec<Expr> {
+    schema.columns().into_iter().map(Expr::Column).collect()
 }
