@@ -137,6 +137,11 @@ fn kind_of(root: &DataFusionError) -> ErrorKind {
             ArrowError::ComputeError(message) if message.contains("overflow") => {
                 ErrorKind::InvalidArgument
             }
+            // A value cast to a decimal too narrow for it ("12345.6 is too large to store
+            // in a Decimal128 of precision 4").
+            ArrowError::InvalidArgumentError(message) if message.contains("too large to store") => {
+                ErrorKind::InvalidArgument
+            }
             ArrowError::NotYetImplemented(_) => ErrorKind::Unimplemented,
             _ => ErrorKind::Internal,
         };

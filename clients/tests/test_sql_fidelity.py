@@ -127,6 +127,7 @@ def test_like_patterns_of_several_parts_answer_as_duckdb_does(tmp_path):
         "SELECT CAST('abc' AS INT)",
         "SELECT CAST(n AS INT) FROM (VALUES ('1'), ('abc')) AS t(n)",
         "SELECT abs(n) FROM (VALUES (-9223372036854775807 - 1)) AS t(n)",
+        "SELECT CAST(n AS DECIMAL(4, 1)) FROM (VALUES (12345.6)) AS t(n)",
     ],
 )
 def test_errors_in_the_users_data_are_invalid_argument(cur, sql):
@@ -420,3 +421,14 @@ def test_lateral_unnest_gives_each_element_its_row_as_duckdb_does(cur, schema):
         key = lambda r: repr(sorted(r.items()))  # noqa: E731
         assert sorted(got, key=key) == sorted(expected, key=key), sql
         assert got, sql
+
+
+def test_functions_by_the_names_other_engines_give_them(cur):
+    """`sign`, `variance`, `every` and `mod`, which DataFusion 53 names `signum`,
+    `var_samp`, `bool_and` and `%` (src/cluster/mod.rs, src/sql/calls.rs); values as
+    PostgreSQL answers them."""
+    got = query(cur, "SELECT sign(-3) AS s, mod(-7, 3) AS m, MOD(7, -3) AS m2, variance(v) AS var, "
+                     "every(v > 0) AS e, every(v > 1) AS e2, sum(mod(v, 2)) AS odd "
+                     "FROM (VALUES (1), (2), (4)) AS t(v)").to_pylist()
+    assert got == [{"s": -1.0, "m": -1, "m2": 1, "var": pytest.approx(7 / 3), "e": True, "e2": False,
+                    "odd": 1}]

@@ -139,7 +139,25 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
     state.register_udwf(ntile::ntile())?;
     state.register_udaf(median::median())?;
     state.register_udf(interval_times::interval_times())?;
+    with_common_names(&mut state)?;
     Ok(state)
+}
+
+/// Names other engines give DataFusion's functions: `sign` (`signum`), `variance`
+/// (`var_samp`) and SQL's `every` (`bool_and`). Only the lookup changes: plans still name
+/// the functions as DataFusion does, so executors need nothing more.
+fn with_common_names(state: &mut SessionState) -> datafusion::error::Result<()> {
+    for (name, alias) in [("signum", "sign")] {
+        if let Some(f) = state.scalar_functions().get(name).cloned() {
+            state.register_udf(Arc::new(f.as_ref().clone().with_aliases([alias])))?;
+        }
+    }
+    for (name, alias) in [("var_samp", "variance"), ("bool_and", "every")] {
+        if let Some(f) = state.aggregate_functions().get(name).cloned() {
+            state.register_udaf(Arc::new(f.as_ref().clone().with_aliases([alias])))?;
+        }
+    }
+    Ok(())
 }
 
 impl Cluster {

@@ -5,6 +5,7 @@
 mod aggregate_filters;
 pub mod alter;
 pub mod alter_forms;
+mod calls;
 mod date_parts;
 pub mod ddl;
 pub mod dialect;
@@ -888,6 +889,7 @@ fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     params::number_placeholders(statement);
     row_in::row_in_as_exists(statement)?;
     intervals::interval_products_as_calls(statement);
+    calls::mod_as_remainder(statement);
     positional::nested_values_as_selects(statement)?;
     positional::unique_insert_names(statement);
     Ok(())
