@@ -555,6 +555,25 @@ def test_median_of_integers_is_a_double_as_duckdb_answers(join_server):
             assert got.schema.field("m").type == pa.float64(), sql
 
 
+def test_aggregates_of_a_column_and_of_its_cast_answer_as_duckdb_does(join_server):
+    """DataFusion 53 names `sum(CAST(k AS DOUBLE))` `sum(t.k)`, as it names `sum(k)`, and
+    refused the statement ("duplicate unqualified field name"); the casts are labelled on
+    a second planning (src/sql/output_names.rs), on the executors too."""
+    server, reference = join_server
+    queries = [
+        "SELECT v, sum(k) AS a, sum(CAST(k AS DOUBLE)) AS b, count(CAST(k AS VARCHAR)) AS c "
+        "FROM big GROUP BY v",
+        "SELECT avg(k) AS a, avg(CAST(k AS DECIMAL(10, 2))) AS b FROM big WHERE k < 100",
+        "SELECT k, sum(k) OVER (PARTITION BY v) AS a, sum(CAST(k AS DOUBLE)) OVER (PARTITION BY v) AS b "
+        "FROM big WHERE k < 40",
+    ]
+    with server.connect() as conn, conn.cursor() as cur:
+        for sql in queries:
+            assert rows(query(cur, sql)) == rows(reference.sql(sql).to_arrow_table()), sql
+        unnamed = query(cur, "SELECT sum(k), sum(CAST(k AS DOUBLE)) FROM big")
+        assert unnamed.column_names == ["sum(k)", "sum(CAST(k AS DOUBLE))"]
+
+
 def test_interval_arithmetic_answers_as_postgresql_does(join_server):
     """`n * INTERVAL …` failed to plan; a date plus an interval with hours dropped the
     hours; `extract(epoch FROM t2 - t1)` dropped the fraction and failed past 68 years

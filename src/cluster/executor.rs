@@ -73,8 +73,8 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
 }
 
 /// DataFusion's functions, including the nested (array, map) ones that Ballista's
-/// default executor registry leaves out, and Floe's `ntile`, `median` and
-/// `floe_interval_times`.
+/// default executor registry leaves out, and Floe's `ntile`, `median`,
+/// `floe_interval_times` and `floe_cast_label`.
 fn function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
     for f in all_default_nested_functions() {
@@ -88,10 +88,14 @@ fn function_registry() -> BallistaFunctionRegistry {
     registry
         .aggregate_functions
         .insert(median.name().to_string(), median);
-    let interval_times = super::interval_times::interval_times();
-    registry
-        .scalar_functions
-        .insert(interval_times.name().to_string(), interval_times);
+    for udf in [
+        super::interval_times::interval_times(),
+        super::cast_label::cast_label(),
+    ] {
+        registry
+            .scalar_functions
+            .insert(udf.name().to_string(), udf);
+    }
     registry
 }
 

@@ -9,6 +9,7 @@
 
 mod activity;
 mod aggregate_reduction;
+pub(crate) mod cast_label;
 mod coordinator_service;
 mod empty_projections;
 mod engine;
@@ -139,6 +140,7 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
     state.register_udwf(ntile::ntile())?;
     state.register_udaf(median::median())?;
     state.register_udf(interval_times::interval_times())?;
+    state.register_udf(cast_label::cast_label())?;
     with_common_names(&mut state)?;
     Ok(state)
 }

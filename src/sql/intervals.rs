@@ -13,13 +13,10 @@ use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, cast};
 use datafusion::sql::parser::Statement;
-use datafusion::sql::sqlparser::ast::{
-    self, BinaryOperator, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments,
-    Ident, ObjectName, Value, visit_expressions_mut,
-};
+use datafusion::sql::sqlparser::ast::{self, BinaryOperator, Value, visit_expressions_mut};
 
 use super::expr_rewrite::rewrite_typed_keeping_names;
-use super::parse::sql_statement_mut;
+use super::parse::{function_call, sql_statement_mut};
 use crate::cluster::interval_times;
 use crate::error::Result;
 
@@ -62,21 +59,7 @@ fn take(expr: &mut ast::Expr) -> ast::Expr {
 }
 
 fn interval_times_call(interval: ast::Expr, factor: ast::Expr) -> ast::Expr {
-    let arg = |expr| FunctionArg::Unnamed(FunctionArgExpr::Expr(expr));
-    ast::Expr::Function(ast::Function {
-        name: ObjectName::from(vec![Ident::new(interval_times::NAME)]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(FunctionArgumentList {
-            duplicate_treatment: None,
-            args: vec![arg(interval), arg(factor)],
-            clauses: vec![],
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: vec![],
-    })
+    function_call(interval_times::NAME, vec![interval, factor])
 }
 
 /// `plan` with each date that is added to or less an interval with a time part taken

@@ -5,28 +5,60 @@
 //! lists named: an expression without a name is named as written, and a name already
 //! taken in its list gets `_1`, `_2`, … (the first keeps it). Statements DataFusion
 //! plans as they are keep its names.
+//!
+//! DataFusion also names a cast by what it casts, so `sum(k), sum(CAST(k AS DOUBLE))`
+//! gives two aggregates of one name ("duplicate unqualified field name"; windows alike).
+//! On the same retry, each cast that is an argument of a call is labelled with its type
+//! (`floe_cast_label(CAST(k AS DOUBLE), 'DOUBLE')`, the value itself).
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
-    Expr, Ident, Query, SelectItem, SetExpr, VisitMut, VisitorMut,
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, Query, SelectItem,
+    SetExpr, Value, VisitMut, VisitorMut, visit_expressions_mut,
 };
 
-use super::parse::sql_statement_mut;
+use super::parse::{function_call, sql_statement_mut};
+use crate::cluster::cast_label;
 
-/// Whether DataFusion refused a statement for a repeated name in a select list.
+/// Whether DataFusion refused a statement for a repeated name in a select list or
+/// among its aggregates.
 pub(super) fn repeats_a_name(error: &datafusion::error::DataFusionError) -> bool {
-    error
-        .to_string()
-        .contains("Projections require unique expression names")
+    let message = error.to_string();
+    message.contains("require unique expression names") // projections, windows
+        || message.contains("duplicate unqualified field name") // aggregates
 }
 
-/// Names the select lists of `statement` (see the module documentation).
+/// Names the select lists of `statement` and labels the casts in its calls (see the
+/// module documentation).
 pub(super) fn name_select_lists(statement: &mut DfStatement) {
     if let Some(statement) = sql_statement_mut(statement) {
         let _ = statement.visit(&mut SelectLists);
+        let _ = visit_expressions_mut(statement, |expr| {
+            if let Expr::Function(call) = expr {
+                label_cast_arguments(call);
+            }
+            ControlFlow::<()>::Continue(())
+        });
+    }
+}
+
+fn label_cast_arguments(call: &mut Function) {
+    let FunctionArguments::List(list) = &mut call.args else {
+        return;
+    };
+    for arg in &mut list.args {
+        let FunctionArg::Unnamed(FunctionArgExpr::Expr(arg)) = arg else {
+            continue;
+        };
+        let Expr::Cast { data_type, .. } = &*arg else {
+            continue;
+        };
+        let label = Expr::value(Value::SingleQuotedString(data_type.to_string()));
+        let cast = std::mem::replace(arg, Expr::value(Value::Null));
+        *arg = function_call(cast_label::NAME, vec![cast, label]);
     }
 }
 

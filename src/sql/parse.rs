@@ -111,6 +111,27 @@ pub fn sql_statement_mut(statement: &mut Statement) -> Option<&mut ast::Statemen
     }
 }
 
+/// The call `name(args…)`, as the parser would read it.
+pub(super) fn function_call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
+    ast::Expr::Function(ast::Function {
+        name: ast::ObjectName::from(vec![ast::Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: ast::FunctionArguments::None,
+        args: ast::FunctionArguments::List(ast::FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args
+                .into_iter()
+                .map(|arg| ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(arg)))
+                .collect(),
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
 fn skip_semicolons(parser: &mut DFParser) {
     while parser.parser.consume_token(&Token::SemiColon) {}
 }
