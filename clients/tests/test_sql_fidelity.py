@@ -432,3 +432,13 @@ def test_functions_by_the_names_other_engines_give_them(cur):
                      "FROM (VALUES (1), (2), (4)) AS t(v)").to_pylist()
     assert got == [{"s": -1.0, "m": -1, "m2": 1, "var": pytest.approx(7 / 3), "e": True, "e2": False,
                     "odd": 1}]
+
+
+def test_fetch_first_rows_only_is_a_limit(cur):
+    """SQL's `FETCH FIRST n ROWS ONLY`, which DataFusion 53 refuses (src/sql/fetch.rs)."""
+    numbers = "(SELECT value AS n FROM generate_series(1, 10)) AS t"
+    got = lambda sql: [r["n"] for r in query(cur, sql).to_pylist()]  # noqa: E731
+    assert got(f"SELECT n FROM {numbers} ORDER BY n FETCH FIRST 3 ROWS ONLY") == [1, 2, 3]
+    assert got(f"SELECT n FROM {numbers} ORDER BY n OFFSET 2 ROWS FETCH NEXT 2 ROWS ONLY") == [3, 4]
+    assert got(f"SELECT n FROM {numbers} ORDER BY n DESC FETCH FIRST ROW ONLY") == [10]
+    fails(cur, f"SELECT n FROM {numbers} ORDER BY n FETCH FIRST 2 ROWS WITH TIES", "NOT_IMPLEMENTED")

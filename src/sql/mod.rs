@@ -10,6 +10,7 @@ mod date_parts;
 pub mod ddl;
 pub mod dialect;
 mod expr_rewrite;
+mod fetch;
 mod formats;
 mod having_joins;
 pub mod ingest;
@@ -890,6 +891,7 @@ fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     row_in::row_in_as_exists(statement)?;
     intervals::interval_products_as_calls(statement);
     calls::mod_as_remainder(statement);
+    fetch::fetch_as_limit(statement);
     positional::nested_values_as_selects(statement)?;
     positional::unique_insert_names(statement);
     Ok(())
