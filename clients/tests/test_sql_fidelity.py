@@ -442,3 +442,34 @@ def test_fetch_first_rows_only_is_a_limit(cur):
     assert got(f"SELECT n FROM {numbers} ORDER BY n OFFSET 2 ROWS FETCH NEXT 2 ROWS ONLY") == [3, 4]
     assert got(f"SELECT n FROM {numbers} ORDER BY n DESC FETCH FIRST ROW ONLY") == [10]
     fails(cur, f"SELECT n FROM {numbers} ORDER BY n FETCH FIRST 2 ROWS WITH TIES", "NOT_IMPLEMENTED")
+
+
+def test_using_joins_merge_their_columns_as_duckdb_does(cur, schema):
+    """The column a `RIGHT`/`FULL JOIN … USING (g)` (or `NATURAL`) merges is
+    `COALESCE(a.g, b.g)`; DataFusion 53 answered the left side's, NULL on rows only the
+    right side has (apache/datafusion#22881), and refused the column in `WHERE`
+    (src/sql/using_joins.rs)."""
+    reference = duckdb.connect()
+    reference.execute("CREATE SCHEMA s")
+    for name, columns, rows in [("a", "g INT, k INT", "(1, 10), (2, 20), (NULL, 5)"),
+                                ("b", "g INT, k INT, v INT", "(2, 20, 1), (3, 30, 2), (NULL, 6, 3)")]:
+        cur.execute(f"CREATE TABLE {schema}.{name} ({columns})")
+        cur.execute(f"INSERT INTO {schema}.{name} VALUES {rows}")
+        reference.execute(f"CREATE TABLE s.{name} ({columns})")
+        reference.execute(f"INSERT INTO s.{name} VALUES {rows}")
+    queries = [
+        "SELECT g, k FROM {s}.a FULL JOIN {s}.b USING (g, k)",
+        "SELECT * FROM {s}.a FULL JOIN {s}.b USING (g)",
+        "SELECT g, v FROM {s}.a x RIGHT JOIN {s}.b y USING (g)",
+        "SELECT * FROM {s}.a NATURAL FULL JOIN {s}.b",
+        "SELECT g, count(*) AS n FROM {s}.a FULL JOIN {s}.b USING (g) GROUP BY g",
+        "SELECT * FROM {s}.a FULL JOIN {s}.b USING (g) WHERE g = 3",
+        "SELECT a.k, b.v FROM {s}.a JOIN {s}.b USING (g) WHERE g < 3",
+        "SELECT g FROM {s}.a LEFT JOIN {s}.b USING (g) WHERE g IS NOT NULL",
+    ]
+    def rows(table):
+        return sorted((tuple(row.values()) for row in table.to_pylist()), key=repr)
+
+    for sql in queries:
+        expected = reference.sql(sql.format(s="s")).to_arrow_table()
+        assert rows(query(cur, sql.format(s=schema))) == rows(expected), sql

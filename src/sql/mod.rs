@@ -39,6 +39,7 @@ mod small;
 mod subquery_names;
 pub mod time_travel;
 pub mod types;
+mod using_joins;
 pub mod uuids;
 
 use std::sync::Arc;
@@ -892,6 +893,7 @@ fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     intervals::interval_products_as_calls(statement);
     calls::mod_as_remainder(statement);
     fetch::fetch_as_limit(statement);
+    using_joins::qualify_merged_columns(statement);
     positional::nested_values_as_selects(statement)?;
     positional::unique_insert_names(statement);
     Ok(())
@@ -934,6 +936,7 @@ async fn plan_resolved(
     let plan = intervals::dates_with_times_as_timestamps(plan)?;
     let plan = set_operations::with_multiset_intersect_and_except(plan)?;
     let plan = lateral::lateral_unnests_as_plain(plan)?;
+    let plan = using_joins::with_merged_using_columns(plan)?;
     Ok((
         subquery_names::with_subquery_values_renamed(plan)?,
         parameters,
