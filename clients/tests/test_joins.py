@@ -574,6 +574,22 @@ def test_aggregates_of_a_column_and_of_its_cast_answer_as_duckdb_does(join_serve
         assert unnamed.column_names == ["sum(k)", "sum(CAST(k AS DOUBLE))"]
 
 
+def test_a_scalar_subquery_of_several_rows_is_refused_as_postgresql_refuses_it(join_server):
+    """DataFusion 53 joined with every row of `(SELECT k FROM big WHERE …)` and answered
+    one for each; a second row now fails the statement (src/sql/scalar_subqueries.rs),
+    counted across the executors' partial aggregates. One row or none is its value."""
+    server, _ = join_server
+    with server.connect() as conn, conn.cursor() as cur:
+        with pytest.raises(adbc_driver_manager.Error, match="INVALID_ARGUMENT.*more than one row"):
+            query(cur, "SELECT k FROM big WHERE k = (SELECT k FROM big WHERE k IN (5, 3000))")
+        assert query(cur, "SELECT k FROM big WHERE k = (SELECT k + 1 FROM big WHERE k = 3000)"
+                     ).to_pylist() == [{"k": 3001}]
+        assert query(cur, "SELECT count(*) AS n FROM big WHERE k > (SELECT k FROM big WHERE k < 0)"
+                     ).to_pylist() == [{"n": 0}]
+        assert query(cur, "SELECT (SELECT max(k) FROM big) AS m, (SELECT k FROM big ORDER BY k LIMIT 1) AS f"
+                     ).to_pylist() == [{"m": 3999, "f": 0}]
+
+
 def test_interval_arithmetic_answers_as_postgresql_does(join_server):
     """`n * INTERVAL …` failed to plan; a date plus an interval with hours dropped the
     hours; `extract(epoch FROM t2 - t1)` dropped the fraction and failed past 68 years

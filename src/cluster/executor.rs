@@ -74,7 +74,7 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
 
 /// DataFusion's functions, including the nested (array, map) ones that Ballista's
 /// default executor registry leaves out, and Floe's `ntile`, `median`,
-/// `floe_interval_times` and `floe_cast_label`.
+/// `floe_single_row`, `floe_interval_times` and `floe_cast_label`.
 fn function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
     for f in all_default_nested_functions() {
@@ -84,10 +84,11 @@ fn function_registry() -> BallistaFunctionRegistry {
     registry
         .window_functions
         .insert(ntile.name().to_string(), ntile);
-    let median = super::median::median();
-    registry
-        .aggregate_functions
-        .insert(median.name().to_string(), median);
+    for udaf in [super::median::median(), super::single_row::single_row()] {
+        registry
+            .aggregate_functions
+            .insert(udaf.name().to_string(), udaf);
+    }
     for udf in [
         super::interval_times::interval_times(),
         super::cast_label::cast_label(),

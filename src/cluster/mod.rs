@@ -29,6 +29,7 @@ mod node_rule;
 mod ntile;
 mod result_files;
 mod shuffle_files;
+pub(crate) mod single_row;
 mod statistics_answers;
 mod table_functions;
 mod task_errors;
@@ -139,6 +140,7 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
         .build();
     state.register_udwf(ntile::ntile())?;
     state.register_udaf(median::median())?;
+    state.register_udaf(single_row::single_row())?;
     state.register_udf(interval_times::interval_times())?;
     state.register_udf(cast_label::cast_label())?;
     with_common_names(&mut state)?;

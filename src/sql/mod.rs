@@ -30,6 +30,7 @@ pub mod resolve;
 mod row_in;
 pub mod row_level;
 pub mod running;
+mod scalar_subqueries;
 pub mod session;
 mod set_operations;
 mod shared_subplans;
@@ -937,6 +938,7 @@ async fn plan_resolved(
     let plan = set_operations::with_multiset_intersect_and_except(plan)?;
     let plan = lateral::lateral_unnests_as_plain(plan)?;
     let plan = using_joins::with_merged_using_columns(plan)?;
+    let plan = scalar_subqueries::with_single_row_scalar_subqueries(plan)?;
     Ok((
         subquery_names::with_subquery_values_renamed(plan)?,
         parameters,
