@@ -590,6 +590,18 @@ def test_a_scalar_subquery_of_several_rows_is_refused_as_postgresql_refuses_it(j
                      ).to_pylist() == [{"m": 3999, "f": 0}]
 
 
+def test_replace_of_an_empty_string_keeps_the_text_as_postgresql_does(join_server):
+    """DataFusion 53's `replace('abc', '', 'x')` was 'xaxbxcx'; PostgreSQL, DuckDB and
+    Spark keep 'abc' (src/cluster/replace.rs). A NULL still gives NULL. On the executors
+    (a column of patterns) and on the coordinator (literals)."""
+    server, reference = join_server
+    sql = ("SELECT k, replace(CAST(k AS VARCHAR), CASE WHEN k % 3 = 0 THEN '' ELSE '1' END, '-') AS r, "
+           "replace('ab', '', CASE WHEN k % 2 = 0 THEN 'x' END) AS n FROM big WHERE k < 40")
+    with server.connect() as conn, conn.cursor() as cur:
+        assert rows(query(cur, sql)) == rows(reference.sql(sql).to_arrow_table())
+        assert query(cur, "SELECT replace('abc', '', 'x') AS a").to_pylist() == [{"a": "abc"}]
+
+
 def test_interval_arithmetic_answers_as_postgresql_does(join_server):
     """`n * INTERVAL …` failed to plan; a date plus an interval with hours dropped the
     hours; `extract(epoch FROM t2 - t1)` dropped the fraction and failed past 68 years

@@ -74,7 +74,7 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
 
 /// DataFusion's functions, including the nested (array, map) ones that Ballista's
 /// default executor registry leaves out, and Floe's `ntile`, `median`,
-/// `floe_single_row`, `floe_interval_times` and `floe_cast_label`.
+/// `floe_single_row`, `floe_interval_times`, `floe_cast_label` and `replace`.
 fn function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
     for f in all_default_nested_functions() {
@@ -92,6 +92,7 @@ fn function_registry() -> BallistaFunctionRegistry {
     for udf in [
         super::interval_times::interval_times(),
         super::cast_label::cast_label(),
+        super::replace::replace(),
     ] {
         registry
             .scalar_functions

@@ -27,6 +27,7 @@ pub(crate) mod like_segments;
 mod median;
 mod node_rule;
 mod ntile;
+mod replace;
 mod result_files;
 mod shuffle_files;
 pub(crate) mod single_row;
@@ -143,6 +144,7 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
     state.register_udaf(single_row::single_row())?;
     state.register_udf(interval_times::interval_times())?;
     state.register_udf(cast_label::cast_label())?;
+    state.register_udf(replace::replace())?;
     with_common_names(&mut state)?;
     Ok(state)
 }
