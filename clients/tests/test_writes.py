@@ -130,6 +130,17 @@ def test_nested_types_round_trip_through_pyiceberg(cur, catalog, schema):
     assert by_pyiceberg.to_pylist() == expected
 
 
+def test_default_in_values_is_null_as_iceberg_has_no_other_default(cur, catalog, schema):
+    """`VALUES (DEFAULT, …)`, which DataFusion 53 read as a column named `default`."""
+    cur.execute(f"CREATE TABLE {schema}.defaults (i INT, s STRING NOT NULL)")
+    cur.execute(f"INSERT INTO {schema}.defaults VALUES (DEFAULT, 'a'), (2, 'b')")
+    cur.execute(f"INSERT INTO {schema}.defaults (s, i) VALUES ('c', default)")
+    with pytest.raises(adbc_driver_manager.Error, match="INVALID_ARGUMENT.*NOT NULL column 's'"):
+        cur.execute(f"INSERT INTO {schema}.defaults VALUES (1, DEFAULT)")
+    rows = catalog.load_table(f"{schema}.defaults").scan().to_arrow().sort_by("s").to_pylist()
+    assert rows == [{"i": None, "s": "a"}, {"i": 2, "s": "b"}, {"i": None, "s": "c"}]
+
+
 @pytest.mark.parametrize("partitioned", [False, True])
 def test_null_into_not_null_fails_and_leaves_the_table_unchanged(server, cur, catalog, schema, partitioned):
     clause = "PARTITIONED BY (bucket(3, id))" if partitioned else ""

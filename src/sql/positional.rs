@@ -22,6 +22,26 @@ use super::ddl::normalize;
 use super::parse::{parse, sql_statement_mut};
 use crate::error::{FloeError, Result};
 
+/// `INSERT … VALUES (…, DEFAULT, …)` with each `DEFAULT` as `NULL`: an Iceberg v2 column
+/// has no default value but NULL (DataFusion 53 read `DEFAULT` as a column name; a
+/// `NOT NULL` column still refuses it).
+pub fn defaults_as_nulls(statement: &mut Statement) {
+    let Some(ast::Statement::Insert(insert)) = sql_statement_mut(statement) else {
+        return;
+    };
+    let Some(SetExpr::Values(values)) = insert.source.as_deref_mut().map(|q| q.body.as_mut())
+    else {
+        return;
+    };
+    for value in values.rows.iter_mut().flatten() {
+        if matches!(value, Expr::Identifier(ident) if ident.quote_style.is_none()
+            && ident.value.eq_ignore_ascii_case("default"))
+        {
+            *value = Expr::value(ast::Value::Null);
+        }
+    }
+}
+
 /// A nested `VALUES` of more rows than this is left as it is (a `UNION ALL` of that many
 /// selects would cost more to plan than the statement is worth).
 const MAX_REWRITTEN_ROWS: usize = 1000;
