@@ -17,7 +17,6 @@ use datafusion::datasource::{TableProvider, provider_as_source};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, cast, col, lit};
-use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableCreation, TableIdent};
 use tokio_util::sync::CancellationToken;
@@ -216,7 +215,7 @@ impl Engine {
 
     /// Creates the table; `false` if someone else created it meanwhile.
     async fn create_for_ingest(&self, ident: &TableIdent, schema: &Schema) -> Result<bool> {
-        let iceberg_schema = arrow_schema_to_schema_auto_assign_ids(schema).map_err(|e| {
+        let iceberg_schema = crate::table::iceberg_schema_of(schema).map_err(|e| {
             FloeError::invalid(format!(
                 "ingest: the uploaded schema has no Iceberg form: {e}"
             ))

@@ -64,7 +64,6 @@ use datafusion::sql::sqlparser::ast::{
     CreateTable, Function, Merge, ObjectName, ObjectType, ShowCreateObject, Statement,
 };
 use futures::TryStreamExt;
-use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
 
 use crate::auth::Access;
 use crate::catalog::DEFAULT_NAMESPACE;
@@ -670,7 +669,7 @@ impl Engine {
             (_, Planned::Query(planned), _) => planned.schema(),
             _ => return Err(FloeError::internal("AS SELECT planned as a write")),
         };
-        let schema = arrow_schema_to_schema_auto_assign_ids(&columns).map_err(|e| {
+        let schema = crate::table::iceberg_schema_of(&columns).map_err(|e| {
             FloeError::invalid(format!(
                 "CREATE TABLE AS: the query's columns have no Iceberg form: {e}"
             ))

@@ -28,12 +28,51 @@ pub mod write_protocol;
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::SchemaRef;
-use iceberg::arrow::schema_to_arrow_schema;
+use datafusion::arrow::datatypes::{
+    DataType, Field, FieldRef, Schema as ArrowSchema, SchemaRef, TimeUnit,
+};
+use iceberg::arrow::{arrow_schema_to_schema_auto_assign_ids, schema_to_arrow_schema};
 use iceberg::spec::Schema;
 
 use crate::arrow_compat::strip_metadata;
 use crate::error::{FloeError, Result};
+
+/// The Iceberg schema of a new table for columns of Arrow schema `columns` (a query's,
+/// an upload's), fresh field ids assigned. Types an Iceberg v2 table has no form for are
+/// taken in the form it stores, as the writes then cast the values: timestamps and
+/// times in microseconds (`now()`, pandas' timestamps: nanoseconds, which only v3's
+/// `timestamp_ns` holds), `Date64` as a date, `Float16` as a float.
+pub fn iceberg_schema_of(columns: &ArrowSchema) -> Result<Schema> {
+    let fields: Vec<Field> = columns
+        .fields()
+        .iter()
+        .map(|field| {
+            field
+                .as_ref()
+                .clone()
+                .with_data_type(storable(field.data_type()))
+        })
+        .collect();
+    let columns = ArrowSchema::new_with_metadata(fields, columns.metadata().clone());
+    Ok(arrow_schema_to_schema_auto_assign_ids(&columns)?)
+}
+
+/// `data_type` with the types Iceberg v2 stores otherwise replaced, at any depth.
+fn storable(data_type: &DataType) -> DataType {
+    let field = |f: &FieldRef| Arc::new(f.as_ref().clone().with_data_type(storable(f.data_type())));
+    match data_type {
+        DataType::Timestamp(_, zone) => DataType::Timestamp(TimeUnit::Microsecond, zone.clone()),
+        DataType::Time32(_) | DataType::Time64(_) => DataType::Time64(TimeUnit::Microsecond),
+        DataType::Date64 => DataType::Date32,
+        DataType::Float16 => DataType::Float32,
+        DataType::Struct(fields) => DataType::Struct(fields.iter().map(field).collect()),
+        DataType::List(f) => DataType::List(field(f)),
+        DataType::LargeList(f) => DataType::LargeList(field(f)),
+        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(field(f), *n),
+        DataType::Map(f, sorted) => DataType::Map(field(f), *sorted),
+        other => other.clone(),
+    }
+}
 
 /// The Arrow schema of an Iceberg schema (field ids kept as `PARQUET:field_id`
 /// metadata, required fields non-nullable).

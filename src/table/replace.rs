@@ -19,7 +19,6 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::Schema as ArrowSchema;
 use iceberg::TableUpdate;
-use iceberg::arrow::arrow_schema_to_schema_auto_assign_ids;
 use iceberg::spec::{
     ListType, MapType, NestedField, NestedFieldRef, Schema, SortOrder, StructType, Type,
     UnboundPartitionField, UnboundPartitionSpec,
@@ -35,7 +34,7 @@ const LAST_ADDED: i64 = -1;
 /// What replacing `table`'s rows with rows of `uploaded` schema commits, and the table
 /// the write is planned against (the table with the new schema and spec).
 pub fn replacement(table: &Table, uploaded: &ArrowSchema) -> Result<(Table, Overwrite)> {
-    let fresh = arrow_schema_to_schema_auto_assign_ids(uploaded).map_err(|e| {
+    let fresh = super::iceberg_schema_of(uploaded).map_err(|e| {
         FloeError::invalid(format!(
             "ingest: the uploaded schema has no Iceberg form: {e}"
         ))
