@@ -398,7 +398,7 @@ def test_iso_day_of_week_runs_from_monday_1_to_sunday_7(cur):
 def test_lateral_unnest_gives_each_element_its_row_as_duckdb_does(cur, schema):
     """`FROM t, unnest(t.l) AS u(x)` and its `CROSS JOIN` / `LATERAL` spellings, which
     DataFusion 53 plans but cannot run (src/sql/lateral.rs). Empty and NULL lists give no
-    row; a NULL element does."""
+    row (one of NULL in a `LEFT JOIN LATERAL … ON TRUE`); a NULL element does."""
     rows = "(1, 10, [1, 2]), (2, 20, []), (3, 30, NULL), (4, 40, [5, NULL, 5]), (5, 50, [7])"
     cur.execute(f"CREATE TABLE {schema}.lists (k INT, v INT, l ARRAY<INT>)")
     cur.execute(f"INSERT INTO {schema}.lists VALUES {rows}")
@@ -414,6 +414,10 @@ def test_lateral_unnest_gives_each_element_its_row_as_duckdb_does(cur, schema):
         "SELECT x, count(*) AS n, sum(k) AS s FROM {t}, unnest(l) AS u(x) GROUP BY x",
         "SELECT a.k, x, y FROM {t} a, unnest(a.l) AS u(x), unnest(a.l) AS w(y) WHERE x < y",
         "SELECT a.k, b.k AS bk FROM {t} a CROSS JOIN unnest(a.l) AS u(x) JOIN {t} b ON b.k = x",
+        # Rows whose list is empty or NULL stay, with a NULL element.
+        "SELECT a.k, u.x FROM {t} a LEFT JOIN LATERAL (SELECT unnest(a.l) AS x) u ON TRUE",
+        "SELECT a.k, count(u.x) AS n FROM {t} a LEFT JOIN LATERAL (SELECT unnest(a.l) AS x, a.v AS w) u "
+        "ON TRUE GROUP BY a.k",
     ]
     for sql in queries:
         got = query(cur, sql.format(t=f"{schema}.lists")).to_pylist()

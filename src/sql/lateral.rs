@@ -9,14 +9,18 @@
 //! left side instead, each carrying the left side's columns along: an unnest then repeats
 //! them for each element, which is what the join meant. Its outputs keep the names and
 //! qualifiers the join gave them, and the join's condition filters the result. Rows
-//! whose list is empty or NULL have no element, so no row, as with the join.
+//! whose list is empty or NULL have no element, so no row, as with the join; in a `LEFT
+//! JOIN LATERAL … ON TRUE` (subquery without filters) they keep one row, of NULL.
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{DFSchema, Result as DfResult};
+use datafusion::common::{Column, DFSchema, Result as DfResult, ScalarValue};
+use datafusion::functions_nested::expr_fn::cardinality;
 use datafusion::logical_expr::{
-    Expr, Filter, Join, JoinType, LogicalPlan, Projection, Subquery, SubqueryAlias, Unnest,
+    Expr, Filter, Join, JoinType, LogicalPlan, Projection, Subquery, SubqueryAlias, Unnest, lit,
+    when,
 };
 
 use crate::error::Result;
@@ -24,7 +28,7 @@ use crate::error::Result;
 /// `plan` with each inner join of a row-wise lateral subquery laid over its left side.
 pub(super) fn lateral_unnests_as_plain(plan: LogicalPlan) -> Result<LogicalPlan> {
     let plan = plan.transform_up_with_subqueries(|node| match node {
-        LogicalPlan::Join(join) if join.join_type == JoinType::Inner => {
+        LogicalPlan::Join(join) if join.join_type == JoinType::Inner || keeps_left_rows(&join) => {
             Ok(match laid_over_left(&join)? {
                 Some(plan) => Transformed::yes(plan),
                 None => Transformed::no(LogicalPlan::Join(join)),
@@ -33,6 +37,17 @@ pub(super) fn lateral_unnests_as_plain(plan: LogicalPlan) -> Result<LogicalPlan>
         other => Ok(Transformed::no(other)),
     })?;
     Ok(plan.data)
+}
+
+/// Whether `join` is a `LEFT JOIN LATERAL … ON TRUE`: each left row stays, with NULLs
+/// where the subquery gives no row.
+fn keeps_left_rows(join: &Join) -> bool {
+    join.join_type == JoinType::Left
+        && join.on.is_empty()
+        && matches!(
+            join.filter,
+            None | Some(Expr::Literal(ScalarValue::Boolean(Some(true)), _))
+        )
 }
 
 /// The join's rows computed without it, where its right side is a lateral subquery
@@ -45,7 +60,8 @@ fn laid_over_left(join: &Join) -> DfResult<Option<LogicalPlan>> {
     let LogicalPlan::Subquery(Subquery { subquery, .. }) = subquery else {
         return Ok(None);
     };
-    let Some(rows) = over(subquery, &join.left)? else {
+    let keep_rows = join.join_type == JoinType::Left;
+    let Some(rows) = over(subquery, &join.left, keep_rows)? else {
         return Ok(None);
     };
     // The left side's columns, then the subquery's, named as the join named them.
@@ -70,15 +86,21 @@ fn laid_over_left(join: &Join) -> DfResult<Option<LogicalPlan>> {
 }
 
 /// `subquery`'s nodes laid over `left`, each node's outputs after `left`'s columns;
-/// `None` where `subquery` is not row-wise work on the one-row relation.
-fn over(subquery: &LogicalPlan, left: &Arc<LogicalPlan>) -> DfResult<Option<LogicalPlan>> {
+/// `None` where `subquery` is not row-wise work on the one-row relation. With
+/// `keep_rows`, every row of `left` stays: no filter, and an unnest of an empty or NULL
+/// list gives one row of NULL.
+fn over(
+    subquery: &LogicalPlan,
+    left: &Arc<LogicalPlan>,
+    keep_rows: bool,
+) -> DfResult<Option<LogicalPlan>> {
     let left_schema = left.schema();
     let plan = match subquery {
         LogicalPlan::EmptyRelation(empty) if empty.produce_one_row => {
             return Ok(Some(left.as_ref().clone()));
         }
         LogicalPlan::Projection(projection) => {
-            let Some(input) = over(&projection.input, left)? else {
+            let Some(input) = over(&projection.input, left, keep_rows)? else {
                 return Ok(None);
             };
             let mut exprs = columns_of(left_schema);
@@ -93,26 +115,58 @@ fn over(subquery: &LogicalPlan, left: &Arc<LogicalPlan>) -> DfResult<Option<Logi
             }
             LogicalPlan::Projection(Projection::try_new(exprs, Arc::new(input))?)
         }
-        LogicalPlan::Filter(filter) => {
-            let Some(input) = over(&filter.input, left)? else {
+        LogicalPlan::Filter(filter) if !keep_rows => {
+            let Some(input) = over(&filter.input, left, keep_rows)? else {
                 return Ok(None);
             };
             let (predicate, _) = with_left_columns(filter.predicate.clone(), left_schema)?;
             LogicalPlan::Filter(Filter::try_new(predicate, Arc::new(input))?)
         }
         LogicalPlan::Unnest(unnest) => {
-            let Some(input) = over(&unnest.input, left)? else {
+            let Some(input) = over(&unnest.input, left, keep_rows)? else {
                 return Ok(None);
             };
-            LogicalPlan::Unnest(Unnest {
+            let mut unnest = Unnest {
                 input: Arc::new(input),
                 ..unnest.clone()
-            })
-            .recompute_schema()?
+            };
+            if keep_rows {
+                unnest.input = Arc::new(empty_lists_as_nulls(&unnest)?);
+                unnest.options.preserve_nulls = true;
+            }
+            LogicalPlan::Unnest(unnest).recompute_schema()?
         }
         _ => return Ok(None),
     };
     Ok(Some(plan))
+}
+
+/// The input of `unnest` with each list it unnests NULL where empty (an unnest that
+/// keeps NULLs gives a NULL list one row of NULL).
+fn empty_lists_as_nulls(unnest: &Unnest) -> DfResult<LogicalPlan> {
+    let columns = unnest
+        .input
+        .schema()
+        .iter()
+        .map(|(qualifier, field)| {
+            let column = Column::from((qualifier, field));
+            let list = matches!(
+                field.data_type(),
+                DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)
+            );
+            if !list || !unnest.exec_columns.contains(&column) {
+                return Ok(Expr::Column(column));
+            }
+            let non_empty = cardinality(Expr::Column(column.clone())).gt(lit(0u64));
+            Ok(when(non_empty, Expr::Column(column))
+                .end()?
+                .alias_qualified(qualifier.cloned(), field.name()))
+        })
+        .collect::<DfResult<Vec<_>>>()?;
+    Ok(LogicalPlan::Projection(Projection::try_new(
+        columns,
+        Arc::clone(&unnest.input),
+    )?))
 }
 
 /// `expr` with its references to `left`'s row as plain columns; whether it had any.
