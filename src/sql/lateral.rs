@@ -25,7 +25,8 @@ use datafusion::logical_expr::{
 
 use crate::error::Result;
 
-/// `plan` with each inner join of a row-wise lateral subquery laid over its left side.
+/// `plan` with each inner join (or `LEFT … ON TRUE`) of a row-wise lateral subquery laid
+/// over its left side.
 pub(super) fn lateral_unnests_as_plain(plan: LogicalPlan) -> Result<LogicalPlan> {
     let plan = plan.transform_up_with_subqueries(|node| match node {
         LogicalPlan::Join(join) if join.join_type == JoinType::Inner || keeps_left_rows(&join) => {
