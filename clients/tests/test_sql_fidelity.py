@@ -416,6 +416,7 @@ def test_lateral_unnest_gives_each_element_its_row_as_duckdb_does(cur, schema):
         "SELECT a.k, b.k AS bk FROM {t} a CROSS JOIN unnest(a.l) AS u(x) JOIN {t} b ON b.k = x",
         # Rows whose list is empty or NULL stay, with a NULL element.
         "SELECT a.k, u.x FROM {t} a LEFT JOIN LATERAL (SELECT unnest(a.l) AS x) u ON TRUE",
+        "SELECT k, unnest FROM {t}, unnest(l)",  # an unnest's column is named `unnest`
         "SELECT a.k, count(u.x) AS n FROM {t} a LEFT JOIN LATERAL (SELECT unnest(a.l) AS x, a.v AS w) u "
         "ON TRUE GROUP BY a.k",
     ]
@@ -425,6 +426,9 @@ def test_lateral_unnest_gives_each_element_its_row_as_duckdb_does(cur, schema):
         key = lambda r: repr(sorted(r.items()))  # noqa: E731
         assert sorted(got, key=key) == sorted(expected, key=key), sql
         assert got, sql
+    # With an alias and no column list, the column takes the alias, as in PostgreSQL.
+    got = query(cur, f"SELECT k, u FROM {schema}.lists, unnest(l) AS u WHERE u > 1 ORDER BY k, u")
+    assert got.to_pylist() == [{"k": 1, "u": 2}, {"k": 4, "u": 5}, {"k": 4, "u": 5}, {"k": 5, "u": 7}]
 
 
 def test_functions_by_the_names_other_engines_give_them(cur):

@@ -12,6 +12,7 @@
 //! whose list is empty or NULL have no element, so no row, as with the join; in a `LEFT
 //! JOIN LATERAL … ON TRUE` (subquery without filters) they keep one row, of NULL.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
@@ -23,7 +24,50 @@ use datafusion::logical_expr::{
     when,
 };
 
+use datafusion::sql::parser::Statement;
+use datafusion::sql::sqlparser::ast::{
+    Ident, TableAlias, TableAliasColumnDef, TableFactor, VisitMut, VisitorMut,
+};
+
+use super::parse::sql_statement_mut;
 use crate::error::Result;
+
+/// Names the column of each `unnest(list)` in a `FROM` clause as PostgreSQL and DuckDB
+/// do: `unnest` without an alias (`FROM t, unnest(t.l)`: `SELECT unnest`), the alias with
+/// one but no column list (`unnest(t.l) AS u`: `SELECT u`). DataFusion 53 named it
+/// `UNNEST(outer_ref(t.l))`.
+pub(super) fn unnest_columns_named(statement: &mut Statement) {
+    if let Some(statement) = sql_statement_mut(statement) {
+        let _ = statement.visit(&mut UnnestNames);
+    }
+}
+
+struct UnnestNames;
+
+impl VisitorMut for UnnestNames {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::UNNEST {
+            alias, array_exprs, ..
+        } = factor
+            && array_exprs.len() == 1
+        {
+            let alias = alias.get_or_insert_with(|| TableAlias {
+                explicit: true,
+                name: Ident::new("unnest"),
+                columns: vec![],
+            });
+            if alias.columns.is_empty() {
+                alias.columns = vec![TableAliasColumnDef {
+                    name: alias.name.clone(),
+                    data_type: None,
+                }];
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
 
 /// `plan` with each inner join (or `LEFT … ON TRUE`) of a row-wise lateral subquery laid
 /// over its left side.

@@ -894,6 +894,7 @@ fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     calls::mod_as_remainder(statement);
     fetch::fetch_as_limit(statement);
     using_joins::qualify_merged_columns(statement);
+    lateral::unnest_columns_named(statement);
     positional::defaults_as_nulls(statement);
     positional::nested_values_as_selects(statement)?;
     positional::unique_insert_names(statement);
