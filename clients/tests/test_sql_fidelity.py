@@ -481,3 +481,14 @@ def test_using_joins_merge_their_columns_as_duckdb_does(cur, schema):
     for sql in queries:
         expected = reference.sql(sql.format(s="s")).to_arrow_table()
         assert rows(query(cur, sql.format(s=schema))) == rows(expected), sql
+
+    # A quoted name is its own: USING ("K") merges "K", not k, which stays ambiguous.
+    for name in ("qa", "qb"):
+        cur.execute(f'CREATE TABLE {schema}.{name} (k INT, "K" INT)')
+    cur.execute(f"INSERT INTO {schema}.qa VALUES (1, 10), (2, 20)")
+    cur.execute(f"INSERT INTO {schema}.qb VALUES (3, 10), (4, 30)")
+    merged = query(cur, f'SELECT qa.k AS ak, qb.k AS bk, "K" FROM {schema}.qa FULL JOIN {schema}.qb '
+                        f'USING ("K") WHERE "K" >= 20')
+    assert rows(merged) == [(2, None, 20), (None, 4, 30)]
+    fails(cur, f'SELECT qa.k FROM {schema}.qa JOIN {schema}.qb USING ("K") WHERE k = 1',
+          "INVALID_ARGUMENT", "Ambiguous reference")

@@ -28,6 +28,7 @@ use datafusion::sql::sqlparser::ast::{
     SetExpr, TableFactor, VisitMut, VisitorMut,
 };
 
+use super::ddl::normalize;
 use super::parse::sql_statement_mut;
 use crate::error::Result;
 
@@ -120,7 +121,7 @@ fn qualify_in_select(select: &mut Select) {
             if let Some(SqlJoinConstraint::Using(columns)) = constraint_mut(&mut join.join_operator)
             {
                 for column in columns.iter().filter_map(|c| c.0.last()?.as_ident()) {
-                    let key = column.value.to_lowercase();
+                    let key = normalize(column);
                     let owner = merged.get(&key).cloned().or_else(|| single.clone());
                     if let Some(owner) = owner {
                         merged.insert(key, owner);
@@ -165,7 +166,7 @@ impl VisitorMut for Unqualified<'_> {
     fn post_visit_expr(&mut self, expr: &mut SqlExpr) -> ControlFlow<()> {
         if self.depth == 0
             && let SqlExpr::Identifier(ident) = expr
-            && let Some(owner) = self.merged.get(&ident.value.to_lowercase())
+            && let Some(owner) = self.merged.get(&normalize(ident))
         {
             let mut parts = owner.clone();
             parts.push(ident.clone());
