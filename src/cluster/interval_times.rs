@@ -8,6 +8,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, AsArray, IntervalMonthDayNanoArray};
+use datafusion::arrow::compute::try_binary;
 use datafusion::arrow::datatypes::{
     DataType, Float64Type, Int64Type, IntervalMonthDayNano, IntervalMonthDayNanoType, IntervalUnit,
 };
@@ -84,22 +85,12 @@ impl ScalarUDFImpl for IntervalTimes {
         };
         let intervals = intervals.as_primitive::<IntervalMonthDayNanoType>();
         let products: IntervalMonthDayNanoArray = match factors.data_type() {
-            DataType::Float64 => intervals
-                .iter()
-                .zip(factors.as_primitive::<Float64Type>())
-                .map(|pair| match pair {
-                    (Some(v), Some(f)) => times_fraction(v, f).map(Some),
-                    _ => Ok(None),
-                })
-                .collect::<Result<_, ArrowError>>()?,
-            _ => intervals
-                .iter()
-                .zip(factors.as_primitive::<Int64Type>())
-                .map(|pair| match pair {
-                    (Some(v), Some(n)) => times_whole(v, n).map(Some),
-                    _ => Ok(None),
-                })
-                .collect::<Result<_, ArrowError>>()?,
+            DataType::Float64 => try_binary(
+                intervals,
+                factors.as_primitive::<Float64Type>(),
+                times_fraction,
+            )?,
+            _ => try_binary(intervals, factors.as_primitive::<Int64Type>(), times_whole)?,
         };
         Ok(ColumnarValue::Array(Arc::new(products) as ArrayRef))
     }

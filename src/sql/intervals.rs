@@ -33,13 +33,13 @@ pub(super) fn interval_products_as_calls(statement: &mut Statement) {
             right,
         } = expr
         {
-            let call = match (is_interval(left), is_interval(right)) {
-                (true, _) => Some(interval_times_call(take(left), take(right))),
-                (false, true) => Some(interval_times_call(take(right), take(left))),
+            let operands = match (is_interval(left), is_interval(right)) {
+                (true, _) => Some((take(left), take(right))),
+                (false, true) => Some((take(right), take(left))),
                 _ => None,
             };
-            if let Some(call) = call {
-                *expr = call;
+            if let Some((interval, factor)) = operands {
+                *expr = function_call(interval_times::NAME, vec![interval, factor]);
             }
         }
         ControlFlow::<()>::Continue(())
@@ -56,10 +56,6 @@ fn is_interval(expr: &ast::Expr) -> bool {
 
 fn take(expr: &mut ast::Expr) -> ast::Expr {
     std::mem::replace(expr, ast::Expr::value(Value::Null))
-}
-
-fn interval_times_call(interval: ast::Expr, factor: ast::Expr) -> ast::Expr {
-    function_call(interval_times::NAME, vec![interval, factor])
 }
 
 /// `plan` with each date that is added to or less an interval with a time part taken
