@@ -537,6 +537,44 @@ def test_ntile_splits_rows_as_duckdb_does(join_server):
             assert rows(query(cur, sql)) == rows(reference.sql(sql).to_arrow_table()), sql
 
 
+def test_windows_answer_as_duckdb_does(join_server):
+    """A window that names another (`OVER (w ROWS 1 PRECEDING)`) is that window with its
+    own frame: DataFusion 53 dropped the name, and its partitioning and order with it
+    (src/sql/windows.rs). Ranks are BIGINT (DataFusion's unsigned `row_number() - rank()`
+    wrapped around; src/cluster/signed_ranks.rs), and a window function in `ORDER BY`
+    alone is computed (DataFusion's physical planner refused it)."""
+    server, reference = join_server
+    queries = [
+        "SELECT k, sum(k) OVER (w ROWS 1 PRECEDING) AS s FROM big WHERE k < 400 "
+        "WINDOW w AS (PARTITION BY v ORDER BY k)",
+        "SELECT k, sum(k) OVER w2 AS s, min(k) OVER (w1) AS m FROM big WHERE k < 400 "
+        "WINDOW w1 AS (PARTITION BY v), w2 AS (w1 ORDER BY k DESC)",
+        "SELECT k, row_number() OVER (ORDER BY k) - rank() OVER (ORDER BY v) AS d, "
+        "-dense_rank() OVER (ORDER BY v) AS n, 2 - ntile(3) OVER (ORDER BY k) AS q "
+        "FROM big WHERE k < 300",
+    ]
+    with server.connect() as conn, conn.cursor() as cur:
+        for sql in queries:
+            got = query(cur, sql)
+            assert rows(got) == rows(reference.sql(sql).to_arrow_table()), sql
+        assert query(cur, "SELECT row_number() OVER () AS r, rank() OVER (ORDER BY k) AS q "
+                          "FROM big LIMIT 1").schema.types == [pa.int64(), pa.int64()]
+        ordered = "SELECT k FROM big WHERE k < 10 ORDER BY row_number() OVER (ORDER BY k DESC) LIMIT 3"
+        assert query(cur, ordered)["k"].to_pylist() == [9, 8, 7]
+        for sql, message in [
+            ("SELECT sum(k) OVER (w ORDER BY k) FROM big WINDOW w AS (ORDER BY v)",
+             'cannot override ORDER BY clause of window "w"'),
+            ("SELECT sum(k) OVER (w) FROM big WINDOW w AS (ORDER BY k ROWS 1 PRECEDING)",
+             'cannot copy window "w" because it has a frame clause'),
+            ("SELECT sum(k) OVER (x ORDER BY k) FROM big", 'window "x" does not exist'),
+            # PostgreSQL answers NULLs (an empty frame); DataFusion refuses the frame.
+            ("SELECT sum(k) OVER (ORDER BY k RANGE BETWEEN 2 FOLLOWING AND 1 FOLLOWING) FROM big",
+             "Invalid window frame"),
+        ]:
+            with pytest.raises(adbc_driver_manager.ProgrammingError, match=message):
+                query(cur, sql)
+
+
 def test_median_of_integers_is_a_double_as_duckdb_answers(join_server):
     """DataFusion 53's `median` keeps its argument's type: the median of 2 and 3 was 2
     (src/cluster/median.rs). On the executors, grouped and not, and on the coordinator."""

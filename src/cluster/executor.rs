@@ -73,17 +73,19 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
 }
 
 /// DataFusion's functions, including the nested (array, map) ones that Ballista's
-/// default executor registry leaves out, and Floe's `ntile`, `median`,
+/// default executor registry leaves out, and Floe's `row_number`, `rank`,
+/// `dense_rank`, `ntile`, `median`,
 /// `floe_single_row`, `floe_interval_times`, `floe_cast_label` and `replace`.
 fn function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
     for f in all_default_nested_functions() {
         registry.scalar_functions.insert(f.name().to_string(), f);
     }
-    let ntile = super::ntile::ntile();
-    registry
-        .window_functions
-        .insert(ntile.name().to_string(), ntile);
+    for udwf in super::signed_ranks::signed_ranks() {
+        registry
+            .window_functions
+            .insert(udwf.name().to_string(), udwf);
+    }
     for udaf in [super::median::median(), super::single_row::single_row()] {
         registry
             .aggregate_functions

@@ -30,6 +30,7 @@ mod ntile;
 mod replace;
 mod result_files;
 mod shuffle_files;
+mod signed_ranks;
 pub(crate) mod single_row;
 mod statistics_answers;
 mod table_functions;
@@ -139,7 +140,9 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
         .with_config(config)
         .with_physical_optimizer_rules(rules)
         .build();
-    state.register_udwf(ntile::ntile())?;
+    for udwf in signed_ranks::signed_ranks() {
+        state.register_udwf(udwf)?;
+    }
     state.register_udaf(median::median())?;
     state.register_udaf(single_row::single_row())?;
     state.register_udf(interval_times::interval_times())?;

@@ -42,6 +42,7 @@ pub mod time_travel;
 pub mod types;
 mod using_joins;
 pub mod uuids;
+mod windows;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -893,6 +894,7 @@ fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     intervals::interval_products_as_calls(statement);
     calls::mod_as_remainder(statement);
     fetch::fetch_as_limit(statement);
+    windows::named_windows_resolved(statement)?;
     using_joins::qualify_merged_columns(statement);
     lateral::unnest_columns_named(statement);
     positional::defaults_as_nulls(statement);
@@ -938,6 +940,7 @@ async fn plan_resolved(
     let plan = intervals::dates_with_times_as_timestamps(plan)?;
     let plan = set_operations::with_multiset_intersect_and_except(plan)?;
     let plan = lateral::lateral_unnests_as_plain(plan)?;
+    let plan = windows::windows_in_sorts_computed(plan)?;
     let plan = using_joins::with_merged_using_columns(plan)?;
     let plan = scalar_subqueries::with_single_row_scalar_subqueries(plan)?;
     Ok((
@@ -992,7 +995,8 @@ fn explain_batch(schema: SchemaRef, rows: Vec<(String, String)>) -> Result<Recor
 /// Ballista plans a job on its scheduler (in this process) and reports a planning
 /// failure only as text. A failed job whose error has no kind learns it here, off the
 /// hot path: a scan's error from the statement's providers, an optimizer's (a constant
-/// `1/0` is the user's error) by optimizing the plan again.
+/// `1/0` is the user's error) by optimizing the plan again, a physical planner's from
+/// its text.
 fn planning_failure(
     ctx: &SessionContext,
     plan: &LogicalPlan,
@@ -1007,6 +1011,11 @@ fn planning_failure(
     }
     match ctx.state().optimize(plan) {
         Err(optimizer_error) => optimizer_error.into(),
+        // The physical planner's refusal of the SQL (an invalid window frame), as
+        // `DataFusionError::Plan` writes itself.
+        Ok(_) if error.message.contains("Error during planning: ") => {
+            FloeError::invalid(error.message)
+        }
         Ok(_) => error,
     }
 }
