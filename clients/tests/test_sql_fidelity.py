@@ -431,6 +431,26 @@ def test_lateral_unnest_gives_each_element_its_row_as_duckdb_does(cur, schema):
     assert got.to_pylist() == [{"k": 1, "u": 2}, {"k": 4, "u": 5}, {"k": 4, "u": 5}, {"k": 5, "u": 7}]
 
 
+def test_lengths_and_positions_are_bigint(cur, schema):
+    """`cardinality`, `array_length`, `array_ndims` and `array_position` are BIGINT, as
+    in DuckDB and Trino: DataFusion 53's unsigned `cardinality(l) - 2` wrapped around
+    below zero and `-cardinality(l)` failed (src/cluster/signed.rs)."""
+    cur.execute(f"CREATE TABLE {schema}.lengths (k INT, l ARRAY<INT>)")
+    cur.execute(f"INSERT INTO {schema}.lengths VALUES (1, [1, 2]), (2, []), (3, NULL), (4, [5, NULL, 5])")
+    got = query(cur, "SELECT k, cardinality(l) - 2 AS c, -array_length(l) AS n, "
+                     "array_position(l, 5) - array_position(l, 2) AS p, array_ndims(l) - 2 AS d "
+                     f"FROM {schema}.lengths ORDER BY k")
+    assert got.schema.types == [pa.int32()] + [pa.int64()] * 4
+    assert got.to_pylist() == [
+        {"k": 1, "c": 0, "n": -2, "p": None, "d": -1},
+        {"k": 2, "c": -2, "n": 0, "p": None, "d": -1},
+        {"k": 3, "c": None, "n": None, "p": None, "d": None},
+        {"k": 4, "c": 1, "n": -3, "p": None, "d": -1},
+    ]
+    assert query(cur, "SELECT array_position([4, 5], 4) - array_position([4, 5], 5) AS p").to_pylist() == [
+        {"p": -1}]
+
+
 def test_functions_by_the_names_other_engines_give_them(cur):
     """`sign`, `variance`, `every` and `mod`, which DataFusion 53 names `signum`,
     `var_samp`, `bool_and` and `%` (src/cluster/mod.rs, src/sql/calls.rs); values as

@@ -74,14 +74,15 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
 
 /// DataFusion's functions, including the nested (array, map) ones that Ballista's
 /// default executor registry leaves out, and Floe's `row_number`, `rank`,
-/// `dense_rank`, `ntile`, `median`,
+/// `dense_rank`, `ntile`, `cardinality`, `array_length`, `array_ndims`,
+/// `array_position`, `median`,
 /// `floe_single_row`, `floe_interval_times`, `floe_cast_label` and `replace`.
 fn function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
     for f in all_default_nested_functions() {
         registry.scalar_functions.insert(f.name().to_string(), f);
     }
-    for udwf in super::signed_ranks::signed_ranks() {
+    for udwf in super::signed::signed_window_functions() {
         registry
             .window_functions
             .insert(udwf.name().to_string(), udwf);
@@ -91,11 +92,15 @@ fn function_registry() -> BallistaFunctionRegistry {
             .aggregate_functions
             .insert(udaf.name().to_string(), udaf);
     }
-    for udf in [
+    let floe_functions = [
         super::interval_times::interval_times(),
         super::cast_label::cast_label(),
         super::replace::replace(),
-    ] {
+    ];
+    for udf in floe_functions
+        .into_iter()
+        .chain(super::signed::signed_scalar_functions())
+    {
         registry
             .scalar_functions
             .insert(udf.name().to_string(), udf);

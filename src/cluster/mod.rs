@@ -30,7 +30,7 @@ mod ntile;
 mod replace;
 mod result_files;
 mod shuffle_files;
-mod signed_ranks;
+pub(crate) mod signed;
 pub(crate) mod single_row;
 mod statistics_answers;
 mod table_functions;
@@ -140,7 +140,7 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
         .with_config(config)
         .with_physical_optimizer_rules(rules)
         .build();
-    for udwf in signed_ranks::signed_ranks() {
+    for udwf in signed::signed_window_functions() {
         state.register_udwf(udwf)?;
     }
     state.register_udaf(median::median())?;
@@ -148,6 +148,9 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
     state.register_udf(interval_times::interval_times())?;
     state.register_udf(cast_label::cast_label())?;
     state.register_udf(replace::replace())?;
+    for udf in signed::signed_scalar_functions() {
+        state.register_udf(udf)?;
+    }
     with_common_names(&mut state)?;
     Ok(state)
 }

@@ -18,9 +18,9 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema, Result as DfResult, ScalarValue};
-use datafusion::functions_nested::expr_fn::cardinality;
+use datafusion::functions_nested::expr_fn::array_empty;
 use datafusion::logical_expr::{
-    Expr, Filter, Join, JoinType, LogicalPlan, Projection, Subquery, SubqueryAlias, Unnest, lit,
+    Expr, Filter, Join, JoinType, LogicalPlan, Projection, Subquery, SubqueryAlias, Unnest, not,
     when,
 };
 
@@ -202,7 +202,7 @@ fn empty_lists_as_nulls(unnest: &Unnest) -> DfResult<LogicalPlan> {
             if !list || !unnest.exec_columns.contains(&column) {
                 return Ok(Expr::Column(column));
             }
-            let non_empty = cardinality(Expr::Column(column.clone())).gt(lit(0u64));
+            let non_empty = not(array_empty(Expr::Column(column.clone())));
             Ok(when(non_empty, Expr::Column(column))
                 .end()?
                 .alias_qualified(qualifier.cloned(), field.name()))

@@ -17,9 +17,9 @@ use std::sync::Arc;
 
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{JoinType, NullEquality};
-use datafusion::functions_window::expr_fn::row_number;
 use datafusion::logical_expr::{Expr, ExprFunctionExt, Join, LogicalPlan, LogicalPlanBuilder, col};
 
+use crate::cluster::signed;
 use crate::error::Result;
 
 /// `plan` with its `INTERSECT ALL` and `EXCEPT ALL` counting copies.
@@ -84,7 +84,11 @@ fn numbered_copies(plan: &Arc<LogicalPlan>, name: &str) -> Result<LogicalPlan> {
         .into_iter()
         .map(Expr::Column)
         .collect();
-    let copy = row_number().partition_by(every_column).build()?.alias(name);
+    let copy = signed::row_number()
+        .call(vec![])
+        .partition_by(every_column)
+        .build()?
+        .alias(name);
     Ok(LogicalPlanBuilder::from(Arc::clone(plan))
         .window(vec![copy])?
         .build()?)
