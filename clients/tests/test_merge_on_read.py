@@ -305,3 +305,69 @@ def test_a_merge_on_read_merge_with_quoted_aliases_and_quotes_in_values(cur, cat
     assert got[2] == "it's" and len(got) == 7
     assert {r["id"]: r["name"] for r in pyiceberg_rows(catalog, events)} == got
     assert [d[2] for d in delete_files(catalog, events)] == [1]
+
+
+def run_at_once(server, statements_of_each):
+    """Runs each client's statements, the clients at the same time; returns how many of
+    each statement succeeded and the failures' messages."""
+    import collections
+    import threading
+
+    done, failures = collections.Counter(), []
+
+    def client(statements):
+        with server.connect() as conn, conn.cursor() as cur:
+            for sql in statements:
+                try:
+                    cur.execute(sql)
+                    cur.fetchall()
+                    done[sql] += 1
+                except adbc_driver_manager.Error as e:
+                    failures.append(str(e))
+
+    threads = [threading.Thread(target=client, args=(s,)) for s in statements_of_each]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return done, failures
+
+
+def test_concurrent_updates_of_one_row_never_duplicate_it(server, cur, schema):
+    """Merge-on-read UPDATEs of the same row from four clients at once: each deletes the
+    row's old version and adds a new one, so two that both committed left two versions
+    (and lost an increment). One that finds its row deleted by a commit since it read
+    the table fails `ABORTED` instead; updates of different rows of one file combine."""
+    table = f"{schema}.counters"
+    cur.execute(f"CREATE TABLE {table} (k BIGINT, v BIGINT) TBLPROPERTIES "
+                "('write.update.mode' = 'merge-on-read')")
+    cur.execute(f"INSERT INTO {table} VALUES (1, 0), (2, 0), (3, 0)")
+    same_row = f"UPDATE {table} SET v = v + 1 WHERE k = 1"
+    done, failures = run_at_once(server, [[same_row] * 6 for _ in range(4)])
+    assert all("nothing was committed, retrying is safe (Aborted" in f for f in failures), failures
+    assert query(cur, f"SELECT k, v FROM {table} WHERE k = 1").to_pylist() == [{"k": 1, "v": done[same_row]}]
+    # Different rows of the one data file: all commit.
+    own_rows = [[f"UPDATE {table} SET v = v + 1 WHERE k = {k}"] * 3 for k in (2, 3)]
+    done, failures = run_at_once(server, own_rows)
+    assert failures == [] and sum(done.values()) == 6
+    assert query(cur, f"SELECT k, v FROM {table} WHERE k > 1 ORDER BY k").to_pylist() == [
+        {"k": 2, "v": 3}, {"k": 3, "v": 3}]
+
+
+def test_a_rewrite_never_brings_back_rows_deleted_concurrently(server, cur, schema):
+    """Merge-on-read DELETEs of single rows while copy-on-write UPDATEs rewrite the same
+    files: an UPDATE that read a file before a delete of its rows was committed would
+    write those rows back (the delete file goes with the file it applied to); it fails
+    `ABORTED` instead."""
+    table = f"{schema}.mixed"
+    cur.execute(f"CREATE TABLE {table} (k BIGINT, v BIGINT) TBLPROPERTIES "
+                "('write.delete.mode' = 'merge-on-read', 'write.update.mode' = 'copy-on-write')")
+    cur.execute(f"INSERT INTO {table} SELECT k, 0 FROM unnest(range(0, 40)) AS u(k)")
+    deletes = [[f"DELETE FROM {table} WHERE k = {k}" for k in range(start, 40, 4)] for start in range(3)]
+    rewrites = [f"UPDATE {table} SET v = v + 1 WHERE k >= 0"] * 8
+    done, failures = run_at_once(server, deletes + [rewrites])
+    assert all("nothing was committed, retrying is safe (Aborted" in f for f in failures), failures
+    deleted = {int(sql.rsplit(" ", 1)[1]) for sql in done if sql.startswith("DELETE")}
+    rows = query(cur, f"SELECT k, v FROM {table} ORDER BY k").to_pylist()
+    assert [r["k"] for r in rows] == [k for k in range(40) if k not in deleted]
+    assert {r["v"] for r in rows} <= {done[rewrites[0]]}

@@ -10,8 +10,9 @@
 //!    (UPDATE). Rows for which `p` is NULL are kept unchanged, as SQL says.
 //! 4. One `overwrite` snapshot removes the rewritten files and adds the new ones
 //!    (`table::overwrite`, `Removal::Files`). If a concurrent commit removed one of the
-//!    files meanwhile, nothing is committed and the statement answers `ABORTED`; files
-//!    appended concurrently are kept as they are (snapshot isolation).
+//!    files meanwhile, or deleted rows of one, nothing is committed and the statement
+//!    answers `ABORTED`; files appended concurrently are kept as they are (snapshot
+//!    isolation).
 //!
 //! Both jobs read the statement's snapshot, and the write follows the write protocol
 //! of INSERT (`table::write_protocol`): a failed statement leaves the table and its

@@ -21,7 +21,8 @@
 //! is computed again from the table as it is then (bounded), so for `All` and
 //! `Partitions` a concurrent append committed first is overwritten too (ours is simply
 //! later); for `Files`, a file that is no longer in the table means a concurrent commit
-//! touched it and the overwrite fails with `ABORTED`.
+//! touched it and the overwrite fails with `ABORTED`, as it does where a delete file
+//! committed since the write read the table conflicts with it ([`ConcurrentDeletes`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -39,7 +40,7 @@ use super::commit::{
     CommitOutcome, WRITE_ID_PROPERTY, WrittenFile, decode, decode_unresolved, not_committed,
     resolve, rows_of_committed_write,
 };
-use super::position_deletes::{UNRESOLVED_SPEC_ID, in_partition};
+use super::position_deletes::{UNRESOLVED_SPEC_ID, in_partition, positions_deleted_in};
 use crate::catalog::commit::{FloeCatalog, TableChanges, apply_changes, with_metadata};
 use crate::error::{FloeError, Result};
 
@@ -248,6 +249,7 @@ async fn write_snapshot(
         .filter_map(|f| f.referenced_data_file())
         .collect();
     let mut partitions_of = HashMap::new();
+    let mut concurrent = ConcurrentDeletes::new(removal, &deletes, planned);
     if let Some(current) = table.metadata().current_snapshot() {
         let list = table.manifest_list_reader(current).load().await?;
         let mut manifests = Vec::new();
@@ -265,6 +267,7 @@ async fn write_snapshot(
                 .filter(|e| e.is_alive());
             let live: Vec<&ManifestEntry> = live.collect();
             for entry in &live {
+                concurrent.see(spec_id, entry);
                 if referenced.contains(entry.file_path()) && !removes.matches(spec_id, entry) {
                     let partition = entry.data_file().partition().clone();
                     partitions_of.insert(entry.file_path().to_string(), (spec_id, partition));
@@ -295,6 +298,7 @@ async fn write_snapshot(
             planned.identifier()
         )));
     }
+    concurrent.check(table, writer.target, planned).await?;
     let deletes = deletes
         .iter()
         .map(|delete| resolve_partition(delete, &partitions_of, planned))
@@ -342,6 +346,118 @@ fn resolve_partition(
         )));
     };
     Ok((*spec_id, in_partition(delete, partition.clone(), *spec_id)?))
+}
+
+/// Delete files committed since the write read the table that conflict with it
+/// (Iceberg's `validateNoConflictingDeleteFiles`). A write that rewrites data files
+/// (copy-on-write, compaction) worked from their rows before such a delete, so any
+/// newer delete of them would be undone: the deleted rows come back. A merge-on-read
+/// write conflicts where both delete the same row: two UPDATEs of one row would each
+/// add its new version; deletes of different rows of a file combine as they should. A
+/// concurrent append stays allowed (snapshot isolation).
+struct ConcurrentDeletes<'a> {
+    /// The data files the write rewrites.
+    rewritten: HashSet<&'a str>,
+    /// The data files the write deletes rows of, with its delete files for each.
+    deleted_from: HashMap<String, Vec<&'a str>>,
+    /// The partitions of both, as found in the current snapshot.
+    partitions: HashSet<(i32, Struct)>,
+    /// The data sequence number of the snapshot the write read.
+    read_sequence: i64,
+    /// Delete files newer than that snapshot, with their partition spec.
+    newer: Vec<(i32, DataFile)>,
+}
+
+impl<'a> ConcurrentDeletes<'a> {
+    fn new(removal: &'a Removal, deletes: &'a [DataFile], planned: &Table) -> Self {
+        let mut deleted_from: HashMap<String, Vec<&str>> = HashMap::new();
+        for delete in deletes {
+            if let Some(data_file) = delete.referenced_data_file() {
+                deleted_from
+                    .entry(data_file)
+                    .or_default()
+                    .push(delete.file_path());
+            }
+        }
+        Self {
+            rewritten: match removal {
+                Removal::Files(paths) => paths.iter().map(String::as_str).collect(),
+                _ => HashSet::new(),
+            },
+            deleted_from,
+            partitions: HashSet::new(),
+            read_sequence: planned
+                .metadata()
+                .current_snapshot()
+                .map_or(0, |snapshot| snapshot.sequence_number()),
+            newer: Vec::new(),
+        }
+    }
+
+    /// Notes a live entry of the current snapshot.
+    fn see(&mut self, spec_id: i32, entry: &ManifestEntry) {
+        if self.rewritten.is_empty() && self.deleted_from.is_empty() {
+            return;
+        }
+        if entry.content_type() == DataContentType::Data {
+            let path = entry.file_path();
+            if self.rewritten.contains(path) || self.deleted_from.contains_key(path) {
+                let partition = entry.data_file().partition().clone();
+                self.partitions.insert((spec_id, partition));
+            }
+        } else if entry.sequence_number().unwrap_or(0) > self.read_sequence {
+            self.newer.push((spec_id, entry.data_file().clone()));
+        }
+    }
+
+    /// Fails on the first newer delete file that conflicts.
+    async fn check(&self, table: &Table, target: &TableMetadata, planned: &Table) -> Result<()> {
+        for (spec_id, delete) in &self.newer {
+            if self.conflicts(table, target, *spec_id, delete).await? {
+                return Err(FloeError::aborted(format!(
+                    "a concurrent commit deleted rows this write changes in table {} (delete \
+                     file {}); nothing was committed, retrying is safe",
+                    planned.identifier(),
+                    delete.file_path()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn conflicts(
+        &self,
+        table: &Table,
+        target: &TableMetadata,
+        spec_id: i32,
+        delete: &DataFile,
+    ) -> Result<bool> {
+        let Some(data_file) = delete.referenced_data_file() else {
+            // An equality delete, or position deletes of several files: taken to
+            // conflict wherever it may apply.
+            return Ok(match target.partition_spec_by_id(spec_id) {
+                Some(spec) if !spec.is_unpartitioned() => self
+                    .partitions
+                    .contains(&(spec_id, delete.partition().clone())),
+                _ => true,
+            });
+        };
+        if self.rewritten.contains(data_file.as_str()) {
+            return Ok(true);
+        }
+        let Some(ours) = self.deleted_from.get(&data_file) else {
+            return Ok(false);
+        };
+        let io = table.file_io();
+        let theirs = positions_deleted_in(io, delete.file_path(), &data_file).await?;
+        for path in ours {
+            let mine = positions_deleted_in(io, path, &data_file).await?;
+            if !mine.is_disjoint(&theirs) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
 }
 
 /// The partitions that keep live data files after the removal, by partition spec:

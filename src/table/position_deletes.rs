@@ -10,15 +10,17 @@
 //! every data file is still in the table.
 
 use std::any::Any;
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::compute::kernels::partition::partition as runs_of_equal;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::compute::{SortOptions, cast};
+use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use datafusion::common::{Result as DfResult, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{
     EquivalenceProperties, LexRequirement, OrderingRequirements, PhysicalExpr,
@@ -31,6 +33,7 @@ use datafusion::physical_plan::{
     Partitioning, PlanProperties,
 };
 use futures::StreamExt;
+use iceberg::io::FileIO;
 use iceberg::metadata_columns::{
     RESERVED_FIELD_ID_DELETE_FILE_PATH, RESERVED_FIELD_ID_DELETE_FILE_POS,
 };
@@ -164,6 +167,40 @@ impl ExecutionPlan for PositionDeleteWriteExec {
             written,
         )))
     }
+}
+
+/// The positions of `data_file` that the position delete file at `path` deletes.
+pub async fn positions_deleted_in(
+    file_io: &FileIO,
+    path: &str,
+    data_file: &str,
+) -> Result<HashSet<i64>> {
+    let unreadable = |e: &dyn fmt::Display| {
+        FloeError::internal(format!("could not read position delete file {path}: {e}"))
+    };
+    let bytes = file_io.new_input(path)?.read().await?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|builder| builder.build())
+        .map_err(|e| unreadable(&e))?;
+    let mut positions = HashSet::new();
+    for batch in reader {
+        let batch = batch?;
+        let (Some(paths), Some(pos)) = (
+            batch.column_by_name("file_path"),
+            batch.column_by_name("pos"),
+        ) else {
+            return Err(unreadable(&"no file_path and pos columns"));
+        };
+        let paths = cast(paths, &DataType::Utf8)?;
+        let pos = cast(pos, &DataType::Int64)?;
+        let (paths, pos) = (paths.as_string::<i32>(), pos.as_primitive::<Int64Type>());
+        for row in 0..batch.num_rows() {
+            if paths.is_valid(row) && paths.value(row) == data_file && pos.is_valid(row) {
+                positions.insert(pos.value(row));
+            }
+        }
+    }
+    Ok(positions)
 }
 
 /// The schema of position delete files (the spec's reserved field ids).
