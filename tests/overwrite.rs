@@ -1,6 +1,7 @@
 //! Overwrite snapshots (`table::overwrite`) on a SQL catalog, with data files described
 //! but never read: which files each kind of removal keeps, the summary, idempotency,
-//! and a copy-on-write removal of a file that is already gone.
+//! a copy-on-write removal of a file that is already gone, and the conflicts with
+//! commits made since a write read the table.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
@@ -14,7 +15,9 @@ use floe::table::overwrite::{Overwrite, Removal};
 use floe::table::position_deletes::UNRESOLVED_SPEC_ID;
 use floe::table::write_protocol::{WriteCommit, commit_write};
 use futures::TryStreamExt;
+use iceberg::expr::Reference;
 use iceberg::scan::FileScanTask;
+use iceberg::spec::Datum;
 use iceberg::spec::{
     DataContentType, DataFileBuilder, DataFileFormat, FormatVersion, Literal, NestedField,
     Operation, PrimitiveType, Schema, Struct, StructType, Transform, Type, UnboundPartitionSpec,
@@ -76,6 +79,18 @@ impl Fixture {
         }
     }
 
+    /// A table whose files `a` (region eu, 10 rows) and `b` (us, 20) were appended by
+    /// write `w1`.
+    async fn with_a_and_b() -> Self {
+        let t = Self::new().await;
+        let a = t.file("a", "eu", 10).await;
+        let b = t.file("b", "us", 20).await;
+        t.commit("w1", &[a, b], WriteCommit::Append)
+            .await
+            .expect("append");
+        t
+    }
+
     async fn table(&self) -> Table {
         self.catalog.load_table(&self.ident).await.expect("load")
     }
@@ -113,6 +128,17 @@ impl Fixture {
     ) -> floe::error::Result<u64> {
         let planned = self.table().await;
         commit_write(self.catalog.as_ref(), &planned, write_id, files, &how).await
+    }
+
+    /// Commits as a write that read `planned` (an older state of the table).
+    async fn commit_read_at(
+        &self,
+        planned: &Table,
+        write_id: &str,
+        files: &[WrittenFile],
+        how: WriteCommit,
+    ) -> floe::error::Result<u64> {
+        commit_write(self.catalog.as_ref(), planned, write_id, files, &how).await
     }
 
     /// The file tasks of a scan of the current snapshot.
@@ -269,19 +295,13 @@ fn position_delete(location: &str, name: &str, data_file: &str, rows: u64) -> Wr
 
 #[tokio::test(flavor = "multi_thread")]
 async fn merge_on_read_deletes_take_their_data_files_partition_and_need_them_live() {
-    let t = Fixture::new().await;
-    let a = t.file("a", "eu", 10).await;
-    let b = t.file("b", "us", 20).await;
-    t.commit("w1", &[a, b], WriteCommit::Append)
-        .await
-        .expect("append");
+    let t = Fixture::with_a_and_b().await;
     let location = t.table().await.metadata().location().to_string();
     let a_path = format!("{location}/data/a.parquet");
     let deletes = || {
         WriteCommit::Overwrite(Overwrite {
-            removal: Removal::Nothing,
-            metadata_updates: Vec::new(),
             operation: Operation::Delete,
+            ..Overwrite::of(Removal::Nothing)
         })
     };
     let delete = position_delete(&location, "a-deletes", &a_path, 3);
@@ -322,4 +342,110 @@ async fn merge_on_read_deletes_take_their_data_files_partition_and_need_them_liv
         t.table().await.metadata_location().map(str::to_string),
         before
     );
+}
+
+/// A position delete file for `data_file`, written (local warehouse) with `positions`.
+fn written_position_delete(
+    location: &str,
+    name: &str,
+    data_file: &str,
+    positions: &[i64],
+) -> WrittenFile {
+    use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
+    use datafusion::parquet::arrow::ArrowWriter;
+
+    let file = position_delete(location, name, data_file, positions.len() as u64);
+    let path = format!("{location}/data/{name}.parquet");
+    let local = path.strip_prefix("file://").expect("a local warehouse");
+    let batch = RecordBatch::try_from_iter([
+        (
+            "file_path",
+            Arc::new(StringArray::from(vec![data_file; positions.len()])) as _,
+        ),
+        ("pos", Arc::new(Int64Array::from(positions.to_vec())) as _),
+    ])
+    .expect("batch");
+    let local = std::path::Path::new(local);
+    std::fs::create_dir_all(local.parent().expect("a directory")).expect("mkdir");
+    let out = std::fs::File::create(local).expect("create");
+    let mut writer = ArrowWriter::try_new(out, batch.schema(), None).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+    file
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delete_committed_after_a_write_read_the_table_conflicts_where_it_must() {
+    let t = Fixture::with_a_and_b().await;
+    let read = t.table().await;
+    let location = read.metadata().location().to_string();
+    let a_path = format!("{location}/data/a.parquet");
+    let deletes = || overwrite(Removal::Nothing);
+    let aborted = |result: floe::error::Result<u64>| {
+        let err = result.expect_err("a conflict");
+        assert_eq!(err.kind, ErrorKind::Aborted, "{err}");
+        assert!(err.message.contains("nothing was committed"), "{err}");
+    };
+    // Another write deletes rows 1 and 2 of a after `read`.
+    let theirs = written_position_delete(&location, "theirs", &a_path, &[1, 2]);
+    t.commit("w2", &[theirs], deletes()).await.expect("theirs");
+
+    // Deletes of other rows of a, by a write that read the table before: they combine.
+    let other_rows = written_position_delete(&location, "other-rows", &a_path, &[3, 4]);
+    t.commit_read_at(&read, "w3", &[other_rows], deletes())
+        .await
+        .expect("other rows of a");
+    // Of one of the same rows: two UPDATEs of one row would both add its new version.
+    let same_row = written_position_delete(&location, "same-row", &a_path, &[2, 7]);
+    aborted(t.commit_read_at(&read, "w4", &[same_row], deletes()).await);
+    // A rewrite of a from before the deletes would bring their rows back.
+    let rewritten = t.file("a2", "eu", 10).await;
+    let rewrite = overwrite(Removal::Files(HashSet::from([a_path.clone()])));
+    aborted(t.commit_read_at(&read, "w5", &[rewritten], rewrite).await);
+    // A rewrite of b, whose rows no one deleted, commits.
+    let b_path = format!("{location}/data/b.parquet");
+    let b2 = t.file("b2", "us", 20).await;
+    let rewrite = overwrite(Removal::Files(HashSet::from([b_path])));
+    t.commit_read_at(&read, "w6", &[b2], rewrite)
+        .await
+        .expect("rewrite of b");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serializable_writes_conflict_with_appends_their_condition_may_match() {
+    let t = Fixture::new().await;
+    let a = t.file("a", "eu", 10).await;
+    t.commit("w1", &[a], WriteCommit::Append)
+        .await
+        .expect("append");
+    let read = t.table().await;
+    let us = t.file("us-rows", "us", 5).await;
+    t.commit("w2", &[us], WriteCommit::Append)
+        .await
+        .expect("concurrent append");
+    let region = |r: &str| Reference::new("region").equal_to(Datum::string(r));
+    let serializable = |predicate| {
+        WriteCommit::Overwrite(Overwrite::of(Removal::Nothing).serializable_over(predicate))
+    };
+
+    // A statement over region 'us' may have changed the appended rows.
+    let ours = t.file("eu-new", "eu", 1).await;
+    let err = t
+        .commit_read_at(&read, "w3", &[ours], serializable(region("us")))
+        .await
+        .expect_err("the append may hold rows it changes");
+    assert_eq!(err.kind, ErrorKind::Aborted, "{err}");
+    // Over region 'eu' it could not have: it commits, as an append.
+    let ours = t.file("eu-new", "eu", 1).await;
+    t.commit_read_at(&read, "w4", &[ours], serializable(region("eu")))
+        .await
+        .expect("no conflict");
+    let table = t.table().await;
+    let snapshot = table.metadata().current_snapshot().expect("snapshot");
+    assert_eq!(snapshot.summary().operation, Operation::Append);
+    // Snapshot isolation (no predicate) allows the append.
+    let ours = t.file("us-new", "us", 1).await;
+    t.commit_read_at(&read, "w5", &[ours], overwrite(Removal::Nothing))
+        .await
+        .expect("snapshot isolation");
 }

@@ -16,7 +16,10 @@
 //! a file removed by a concurrent commit makes the statement `ABORTED`): the files the
 //! ON condition's conjuncts on target columns alone may match, or all of them (a source
 //! reading the target table reads all of it). A MERGE with only INSERT clauses appends
-//! the inserted rows and rewrites nothing.
+//! the inserted rows and rewrites nothing. Under serializable isolation
+//! (`write.merge.isolation-level`, by default) either commit also fails where a data
+//! file committed since the statement read the table may hold rows those conjuncts
+//! match (`row_level::isolated`).
 //!
 //! Merge-on-read (`write.merge.mode`): the positions of the target rows a clause acts on
 //! go to position delete files (a first job), and only the updated and inserted rows are
@@ -47,14 +50,14 @@ use datafusion::sql::sqlparser::ast::{
 use super::ddl::normalize;
 use super::parse::parse;
 use super::resolve::StatementCatalog;
-use super::row_level::{self, appending, fold_constants, scans};
+use super::row_level::{self, appending, fold_constants, isolated, scans};
 use super::{Caller, Engine, Planned, plan_resolved, quoted, rewrite_before_resolving};
 use crate::error::{FloeError, Result};
 use crate::table::journal;
 use crate::table::overwrite::{Overwrite, Removal};
 use crate::table::provider::IcebergTableProvider;
 use crate::table::scan::{FILE_COLUMN, POS_COLUMN};
-use crate::table::write::MERGE_MODE;
+use crate::table::write::{MERGE_ISOLATION, MERGE_MODE};
 use crate::table::write_protocol::WriteCommit;
 
 /// Marks the target's rows in the join (NULL where a source row matched none).
@@ -596,30 +599,37 @@ impl Engine {
         if changed == 0 {
             return Ok(0);
         }
+        let provider = catalog.target_of(&dml)?;
+        let filter = match &sql.target_filter {
+            Some(text) => scope.filter_of(text).await?,
+            None => lit(true),
+        };
+        let isolated =
+            |removal| isolated(Overwrite::of(removal), &provider, MERGE_ISOLATION, &filter);
         let how = if sql.rewrites {
-            let provider = catalog.target_of(&dml)?;
-            let filter = match &sql.target_filter {
-                Some(text) => scope.filter_of(text).await?,
-                None => lit(true),
-            };
             let files = provider.files_matching(&filter).await?;
             if let Some(positions) = &sql.deleted_positions {
+                let deletes = isolated(Removal::Nothing)?;
                 let target = Target {
                     dml,
                     provider,
                     files,
+                    deletes,
                 };
                 let deleting = (target_changed > 0).then_some(positions.as_str());
                 self.merge_on_read(&scope, target, deleting, sql.writes_rows)
                     .await?;
                 return Ok(changed);
             }
-            let restricted = provider.restricted_to(files.clone())?;
+            let overwrite = isolated(Removal::Files(files.clone()))?;
+            let restricted = provider.restricted_to(files)?;
             let input = Arc::unwrap_or_clone(dml.input);
             dml.input = Arc::new(reading_target(input, &provider, restricted)?);
-            WriteCommit::Overwrite(Overwrite::of(Removal::Files(files)))
+            WriteCommit::Overwrite(overwrite)
         } else {
-            WriteCommit::Append
+            // Only inserts: checked against concurrent appends all the same, which may
+            // hold the rows the inserted ones did not match.
+            appending_under(isolated(Removal::Nothing)?)
         };
         self.run_write(&ctx, dml, &catalog, &how, &|| Ok(()))
             .await?;
@@ -642,6 +652,7 @@ impl Engine {
             dml,
             provider,
             files,
+            deletes,
         } = target;
         let mut write_id = None;
         let mut written = Vec::new();
@@ -672,7 +683,7 @@ impl Engine {
         }
         match write_id {
             Some(id) => {
-                self.commit_merge_on_read(provider.table(), &id, &written, delete_files)
+                self.commit_merge_on_read(provider.table(), &id, &written, delete_files, deletes)
                     .await
             }
             None => Ok(()),
@@ -687,12 +698,23 @@ impl Engine {
     }
 }
 
+/// How a write that only adds rows commits under `overwrite`'s isolation: an overwrite
+/// removing nothing if it checks concurrent appends, else an append.
+pub(super) fn appending_under(overwrite: Overwrite) -> WriteCommit {
+    match overwrite.serializable {
+        Some(_) => WriteCommit::Overwrite(overwrite),
+        None => WriteCommit::Append,
+    }
+}
+
 /// The target of a MERGE's write: the write as planned, the target's provider, and the
 /// data files the statement may change.
 struct Target {
     dml: DmlStatement,
     provider: Arc<IcebergTableProvider>,
     files: HashSet<String>,
+    /// How its deletes are committed.
+    deletes: Overwrite,
 }
 
 /// `plan` with the target's scans that [`Sides::target_rows`] marks reading `provider`

@@ -11,8 +11,10 @@
 //! 4. One `overwrite` snapshot removes the rewritten files and adds the new ones
 //!    (`table::overwrite`, `Removal::Files`). If a concurrent commit removed one of the
 //!    files meanwhile, or deleted rows of one, nothing is committed and the statement
-//!    answers `ABORTED`; files appended concurrently are kept as they are (snapshot
-//!    isolation).
+//!    answers `ABORTED`; so it does under serializable isolation (the table's
+//!    `write.<delete|update>.isolation-level`, by default) where a file appended
+//!    concurrently may hold matching rows. Under snapshot isolation such files are kept
+//!    as they are.
 //!
 //! Both jobs read the statement's snapshot, and the write follows the write protocol
 //! of INSERT (`table::write_protocol`): a failed statement leaves the table and its
@@ -52,7 +54,7 @@ use crate::table::commit::WrittenFile;
 use crate::table::overwrite::{Overwrite, Removal};
 use crate::table::provider::IcebergTableProvider;
 use crate::table::scan::{FILE_COLUMN, POS_COLUMN};
-use crate::table::write::{self, DELETE_MODE, UPDATE_MODE};
+use crate::table::write::{self, DELETE_ISOLATION, DELETE_MODE, UPDATE_ISOLATION, UPDATE_MODE};
 use crate::table::write_protocol::{WriteCommit, commit_write};
 
 /// A DELETE or UPDATE, taken apart from DataFusion's plan of it.
@@ -137,6 +139,15 @@ impl RowLevel {
         }
     }
 
+    /// `overwrite` under the table's isolation level for this statement.
+    fn isolated(&self, overwrite: Overwrite, target: &IcebergTableProvider) -> Result<Overwrite> {
+        let isolation = match self.assignments {
+            None => DELETE_ISOLATION,
+            Some(_) => UPDATE_ISOLATION,
+        };
+        isolated(overwrite, target, isolation, &self.predicate)
+    }
+
     /// The rows an UPDATE changes, changed, read by `source`.
     fn updated_rows(&self, source: LogicalPlan) -> Result<LogicalPlan> {
         let columns = table_columns(&source);
@@ -181,6 +192,22 @@ impl RowLevel {
             })
             .collect()
     }
+}
+
+/// `overwrite`, which commits a statement changing the rows of `target` that match
+/// `filter`, checked against concurrent appends if the table property `isolation` says
+/// `serializable`.
+pub(super) fn isolated(
+    overwrite: Overwrite,
+    target: &IcebergTableProvider,
+    isolation: &str,
+    filter: &Expr,
+) -> Result<Overwrite> {
+    let properties = target.table().metadata().properties();
+    Ok(match write::serializable(properties, isolation)? {
+        true => overwrite.serializable_over(target.predicate_of(filter)),
+        false => overwrite,
+    })
 }
 
 /// Whether the table's DELETEs or UPDATEs (`mode`) write position delete files instead
@@ -439,7 +466,8 @@ impl Engine {
             WriteOp::Insert(InsertOp::Append),
             Arc::new(statement.rewrite_plan(source)?),
         );
-        let how = WriteCommit::Overwrite(Overwrite::of(Removal::Files(files)));
+        let removal = Overwrite::of(Removal::Files(files));
+        let how = WriteCommit::Overwrite(statement.isolated(removal, &provider)?);
         self.run_write(ctx, insert, catalog, &how, &|| Ok(()))
             .await?;
         Ok(count)
@@ -474,23 +502,26 @@ impl Engine {
             let (_, rows) = self.write_files(ctx, updated, catalog).await?;
             written.extend(rows);
         }
-        self.commit_merge_on_read(provider.table(), &write_id, &written, delete_files)
+        let deletes = statement.isolated(Overwrite::of(Removal::Nothing), provider)?;
+        self.commit_merge_on_read(provider.table(), &write_id, &written, delete_files, deletes)
             .await
     }
 
     /// Commits a merge-on-read write: `written` holds its `delete_files` position delete
-    /// files, then its data files. The snapshot is an `append` (rows only), else an
-    /// overwrite that removes no data file (named `delete` when it adds no rows).
+    /// files, then its data files. The snapshot is an `append` (rows only), else
+    /// `deletes`, an overwrite that removes no data file (named `delete` when it adds no
+    /// rows).
     pub(super) async fn commit_merge_on_read(
         &self,
         table: &Table,
         write_id: &str,
         written: &[WrittenFile],
         delete_files: usize,
+        deletes: Overwrite,
     ) -> Result<()> {
         let how = match delete_files {
-            0 => WriteCommit::Append,
-            _ => WriteCommit::Overwrite(Overwrite::of(Removal::Nothing)),
+            0 => super::merge::appending_under(deletes),
+            _ => WriteCommit::Overwrite(deletes),
         };
         commit_write(self.catalog.as_ref(), table, write_id, written, &how).await?;
         Ok(())

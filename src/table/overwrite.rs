@@ -22,11 +22,14 @@
 //! `Partitions` a concurrent append committed first is overwritten too (ours is simply
 //! later); for `Files`, a file that is no longer in the table means a concurrent commit
 //! touched it and the overwrite fails with `ABORTED`, as it does where a delete file
-//! committed since the write read the table conflicts with it ([`ConcurrentDeletes`]).
+//! committed since the write read the table conflicts with it ([`SinceRead`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
+use futures::TryStreamExt;
+use iceberg::expr::Predicate;
+use iceberg::scan::FileScanTask;
 use iceberg::spec::{
     DataContentType, DataFile, FormatVersion, MAIN_BRANCH, Manifest, ManifestContentType,
     ManifestEntry, ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder,
@@ -75,6 +78,10 @@ pub struct Overwrite {
     /// The snapshot's operation: `overwrite`, or `replace` for a rewrite that keeps
     /// the table's rows as they are (compaction).
     pub operation: Operation,
+    /// Serializable isolation: the commit fails if a data file committed since the
+    /// write read the table may hold rows matching this (rows the statement would have
+    /// changed had it seen them).
+    pub serializable: Option<Predicate>,
 }
 
 impl Overwrite {
@@ -84,6 +91,16 @@ impl Overwrite {
             removal,
             metadata_updates: Vec::new(),
             operation: Operation::Overwrite,
+            serializable: None,
+        }
+    }
+
+    /// The same overwrite, failing on rows committed since the write read the table that
+    /// match `predicate` (see [`Overwrite::serializable`]).
+    pub fn serializable_over(self, predicate: Predicate) -> Self {
+        Self {
+            serializable: Some(predicate),
+            ..self
         }
     }
 }
@@ -249,7 +266,7 @@ async fn write_snapshot(
         .filter_map(|f| f.referenced_data_file())
         .collect();
     let mut partitions_of = HashMap::new();
-    let mut concurrent = ConcurrentDeletes::new(removal, &deletes, planned);
+    let mut concurrent = SinceRead::new(overwrite, &deletes, planned);
     if let Some(current) = table.metadata().current_snapshot() {
         let list = table.manifest_list_reader(current).load().await?;
         let mut manifests = Vec::new();
@@ -312,7 +329,7 @@ async fn write_snapshot(
     writer.add_delete_files(deletes).await?;
     let summary = summary(write_id, &added_counts, &removed, &totals);
     let summary = Summary {
-        operation: operation(&overwrite.operation, &added_counts, &removed),
+        operation: operation(overwrite, &added_counts, &removed),
         ..summary
     };
     Ok((writer.finish(summary).await?, added_counts.data_records))
@@ -321,11 +338,16 @@ async fn write_snapshot(
 /// The snapshot's operation: an `overwrite` that adds no data file, only removes data
 /// files or adds delete files, is a `delete`, as Iceberg's own `OverwriteFiles` and
 /// `RowDelta` name it (a DELETE or TRUNCATE that drops whole files, a merge-on-read
-/// DELETE).
-fn operation(planned: &Operation, added: &Counts, removed: &Counts) -> Operation {
+/// DELETE); one that only adds data files is an `append` (a MERGE that only inserted,
+/// committed with its isolation checked).
+fn operation(overwrite: &Overwrite, added: &Counts, removed: &Counts) -> Operation {
     let deletes_only = added.data_files == 0 && (added.delete_files > 0 || removed.data_files > 0);
-    match planned {
+    let appends_only = matches!(overwrite.removal, Removal::Nothing)
+        && added.delete_files == 0
+        && removed.delete_files == 0;
+    match &overwrite.operation {
         Operation::Overwrite if deletes_only => Operation::Delete,
+        Operation::Overwrite if appends_only => Operation::Append,
         planned => planned.clone(),
     }
 }
@@ -348,14 +370,15 @@ fn resolve_partition(
     Ok((*spec_id, in_partition(delete, partition.clone(), *spec_id)?))
 }
 
-/// Delete files committed since the write read the table that conflict with it
-/// (Iceberg's `validateNoConflictingDeleteFiles`). A write that rewrites data files
+/// Files committed since the write read the table that conflict with it. Delete files
+/// (Iceberg's `validateNoConflictingDeleteFiles`): A write that rewrites data files
 /// (copy-on-write, compaction) worked from their rows before such a delete, so any
 /// newer delete of them would be undone: the deleted rows come back. A merge-on-read
 /// write conflicts where both delete the same row: two UPDATEs of one row would each
-/// add its new version; deletes of different rows of a file combine as they should. A
-/// concurrent append stays allowed (snapshot isolation).
-struct ConcurrentDeletes<'a> {
+/// add its new version; deletes of different rows of a file combine as they should.
+/// Data files (`validateNoConflictingDataFiles`), under serializable isolation only:
+/// one that may hold rows matching the statement's condition.
+struct SinceRead<'a> {
     /// The data files the write rewrites.
     rewritten: HashSet<&'a str>,
     /// The data files the write deletes rows of, with its delete files for each.
@@ -366,10 +389,14 @@ struct ConcurrentDeletes<'a> {
     read_sequence: i64,
     /// Delete files newer than that snapshot, with their partition spec.
     newer: Vec<(i32, DataFile)>,
+    /// Serializable isolation: the rows the statement changes, and the data files
+    /// newer than that snapshot.
+    serializable: Option<&'a Predicate>,
+    appended: HashSet<String>,
 }
 
-impl<'a> ConcurrentDeletes<'a> {
-    fn new(removal: &'a Removal, deletes: &'a [DataFile], planned: &Table) -> Self {
+impl<'a> SinceRead<'a> {
+    fn new(overwrite: &'a Overwrite, deletes: &'a [DataFile], planned: &Table) -> Self {
         let mut deleted_from: HashMap<String, Vec<&str>> = HashMap::new();
         for delete in deletes {
             if let Some(data_file) = delete.referenced_data_file() {
@@ -380,7 +407,7 @@ impl<'a> ConcurrentDeletes<'a> {
             }
         }
         Self {
-            rewritten: match removal {
+            rewritten: match &overwrite.removal {
                 Removal::Files(paths) => paths.iter().map(String::as_str).collect(),
                 _ => HashSet::new(),
             },
@@ -391,11 +418,17 @@ impl<'a> ConcurrentDeletes<'a> {
                 .current_snapshot()
                 .map_or(0, |snapshot| snapshot.sequence_number()),
             newer: Vec::new(),
+            serializable: overwrite.serializable.as_ref(),
+            appended: HashSet::new(),
         }
     }
 
     /// Notes a live entry of the current snapshot.
     fn see(&mut self, spec_id: i32, entry: &ManifestEntry) {
+        let newer = entry.sequence_number().unwrap_or(0) > self.read_sequence;
+        if newer && self.serializable.is_some() && entry.content_type() == DataContentType::Data {
+            self.appended.insert(entry.file_path().to_string());
+        }
         if self.rewritten.is_empty() && self.deleted_from.is_empty() {
             return;
         }
@@ -405,7 +438,7 @@ impl<'a> ConcurrentDeletes<'a> {
                 let partition = entry.data_file().partition().clone();
                 self.partitions.insert((spec_id, partition));
             }
-        } else if entry.sequence_number().unwrap_or(0) > self.read_sequence {
+        } else if newer {
             self.newer.push((spec_id, entry.data_file().clone()));
         }
     }
@@ -421,6 +454,20 @@ impl<'a> ConcurrentDeletes<'a> {
                     delete.file_path()
                 )));
             }
+        }
+        if let Some(predicate) = self.serializable
+            && !self.appended.is_empty()
+            && let Some(file) = files_matching(table, predicate)
+                .await?
+                .into_iter()
+                .find(|file| self.appended.contains(file))
+        {
+            return Err(FloeError::aborted(format!(
+                "a concurrent commit added rows this statement may have changed to table {} \
+                 (data file {file}); nothing was committed, retrying is safe (the table \
+                 property write.<delete|update|merge>.isolation-level = snapshot allows it)",
+                planned.identifier()
+            )));
         }
         Ok(())
     }
@@ -458,6 +505,18 @@ impl<'a> ConcurrentDeletes<'a> {
         }
         Ok(false)
     }
+}
+
+/// The data files of `table`'s current snapshot that may hold rows matching
+/// `predicate`, by their partitions and column bounds.
+async fn files_matching(table: &Table, predicate: &Predicate) -> Result<HashSet<String>> {
+    let scan = table
+        .scan()
+        .select_empty()
+        .with_filter(predicate.clone())
+        .build()?;
+    let tasks: Vec<FileScanTask> = scan.plan_files().await?.try_collect().await?;
+    Ok(tasks.into_iter().map(|task| task.data_file_path).collect())
 }
 
 /// The partitions that keep live data files after the removal, by partition spec:

@@ -19,8 +19,10 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::projection::ProjectionExec;
+use iceberg::expr::Predicate;
 use iceberg::table::Table;
 
+use super::filter::{Columns, filters_to_predicate};
 use super::journal;
 use super::position_deletes::PositionDeleteWriteExec;
 use super::scan::{IcebergScanExec, Reading, plan_scan, with_position_columns};
@@ -129,6 +131,16 @@ impl IcebergTableProvider {
             .flatten()
             .map(|task| task.data_file_path.clone())
             .collect())
+    }
+
+    /// `filter` as an Iceberg predicate: its conjuncts that translate exactly, else
+    /// true. Rows matching `filter` match it.
+    pub fn predicate_of(&self, filter: &Expr) -> Predicate {
+        let metadata = self.table.metadata();
+        let schema = metadata.current_schema();
+        let columns = Columns::new(schema, metadata.schemas_iter().map(|s| s.as_ref()));
+        let filters: Vec<Expr> = split_conjunction(filter).into_iter().cloned().collect();
+        filters_to_predicate(&filters, &columns).unwrap_or(Predicate::AlwaysTrue)
     }
 
     pub fn table(&self) -> &Table {

@@ -482,6 +482,13 @@ pub const UPDATE_MODE: &str = "write.update.mode";
 /// Table property: the same for MERGE (`merge-on-read`: position delete files for the
 /// target rows it updates or deletes, new data files for updated and inserted rows).
 pub const MERGE_MODE: &str = "write.merge.mode";
+/// Table properties: the isolation of DELETE, UPDATE and MERGE against concurrent
+/// writes, `serializable` (Iceberg's default) or `snapshot`. Both fail a statement when
+/// a concurrent commit removed or deleted rows of a file it changes; `serializable`
+/// also when one added a data file that may hold rows the statement would have changed.
+pub const DELETE_ISOLATION: &str = "write.delete.isolation-level";
+pub const UPDATE_ISOLATION: &str = "write.update.isolation-level";
+pub const MERGE_ISOLATION: &str = "write.merge.isolation-level";
 /// Table property: the size at which a data file is closed and the next one begun.
 pub const TARGET_FILE_SIZE: &str = "write.target-file-size-bytes";
 
@@ -530,6 +537,9 @@ pub fn check_write_properties(properties: &HashMap<String, String>) -> Result<()
     merge_on_read(properties, DELETE_MODE)?;
     merge_on_read(properties, UPDATE_MODE)?;
     merge_on_read(properties, MERGE_MODE)?;
+    for isolation in [DELETE_ISOLATION, UPDATE_ISOLATION, MERGE_ISOLATION] {
+        serializable(properties, isolation)?;
+    }
     target_file_size(properties)?;
     super::row_filter::RowFilter::of(properties)?;
     Ok(())
@@ -565,6 +575,21 @@ pub fn merge_on_read(properties: &HashMap<String, String>, mode: &str) -> Result
         Some("merge-on-read") => Ok(true),
         Some(other) => Err(FloeError::invalid(format!(
             "table property {mode}: '{other}' is not copy-on-write or merge-on-read"
+        ))),
+    }
+}
+
+/// Whether the table property `isolation` ([`DELETE_ISOLATION`], …) says `serializable`.
+pub fn serializable(properties: &HashMap<String, String>, isolation: &str) -> Result<bool> {
+    match properties
+        .get(isolation)
+        .map(|m| m.to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("serializable") => Ok(true),
+        Some("snapshot") => Ok(false),
+        Some(other) => Err(FloeError::invalid(format!(
+            "table property {isolation}: '{other}' is not serializable or snapshot"
         ))),
     }
 }
