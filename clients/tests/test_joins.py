@@ -575,6 +575,30 @@ def test_windows_answer_as_duckdb_does(join_server):
                 query(cur, sql)
 
 
+def test_grouping_sets_give_their_grand_total_over_no_rows_as_duckdb_does(join_server):
+    """The empty grouping set (`ROLLUP`, `CUBE`, `GROUPING SETS (…, ())`, `GROUP BY ()`)
+    answers one row even where no row is grouped; DataFusion 53 answered none
+    (src/sql/grouping_sets.rs). Over rows, the answers stay as they were."""
+    server, reference = join_server
+    queries = [
+        "SELECT v, count(*) AS n, sum(k) AS s FROM big WHERE k < 0 GROUP BY ROLLUP (v)",
+        "SELECT v, k % 2 AS p, count(*) AS n, max(k) AS m FROM big WHERE k < 0 GROUP BY CUBE (v, k % 2)",
+        "SELECT v, count(*) AS n FROM big WHERE k < 0 GROUP BY GROUPING SETS ((v), ())",
+        "SELECT count(*) AS n, sum(k) AS s FROM big WHERE k < 0 GROUP BY ()",
+        "SELECT count(*) AS n FROM big WHERE k < 0 GROUP BY GROUPING SETS (())",
+        "SELECT b1.v, b2.v AS w, count(*) AS n FROM big b1 JOIN big b2 ON b1.k = b2.k "
+        "WHERE b1.k < 0 GROUP BY ROLLUP (b1.v, b2.v)",
+        "SELECT v, grouping(v) AS g, count(*) AS n, count(DISTINCT k % 7) AS d, sum(k) FILTER (WHERE k > 3) AS f "
+        "FROM big WHERE k < 50 GROUP BY ROLLUP (v)",
+        "SELECT v, k % 3 AS p, count(*) AS n FROM big WHERE k < 40 GROUP BY CUBE (v, k % 3) HAVING count(*) > 1",
+    ]
+    with server.connect() as conn, conn.cursor() as cur:
+        for sql in queries:
+            got = rows(query(cur, sql))
+            assert got == rows(reference.sql(sql).to_arrow_table()), sql
+            assert got, sql
+
+
 def test_median_of_integers_is_a_double_as_duckdb_answers(join_server):
     """DataFusion 53's `median` keeps its argument's type: the median of 2 and 3 was 2
     (src/cluster/median.rs). On the executors, grouped and not, and on the coordinator."""

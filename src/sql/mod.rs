@@ -12,6 +12,7 @@ pub mod dialect;
 mod expr_rewrite;
 mod fetch;
 mod formats;
+mod grouping_sets;
 mod having_joins;
 pub mod ingest;
 mod intervals;
@@ -894,6 +895,7 @@ fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     intervals::interval_products_as_calls(statement);
     calls::mod_as_remainder(statement);
     fetch::fetch_as_limit(statement);
+    grouping_sets::empty_groupings_as_sets(statement);
     windows::named_windows_resolved(statement)?;
     using_joins::qualify_merged_columns(statement);
     lateral::unnest_columns_named(statement);
@@ -935,6 +937,7 @@ async fn plan_resolved(
     };
     let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
     let plan = aggregate_filters::rewrite_filters(plan)?;
+    let plan = grouping_sets::with_grand_totals_over_no_rows(plan)?;
     formats::check_formats(&plan)?;
     let plan = date_parts::with_sql_date_parts(plan)?;
     let plan = intervals::dates_with_times_as_timestamps(plan)?;
