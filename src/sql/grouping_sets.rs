@@ -1,4 +1,6 @@
-//! The empty grouping set over no rows. SQL gives `GROUP BY ROLLUP (g)`, `CUBE (g)` and
+//! Grouping sets as SQL answers them.
+//!
+//! The empty set over no rows. SQL gives `GROUP BY ROLLUP (g)`, `CUBE (g)` and
 //! `GROUPING SETS ((g), ())` a grand total row even where no row is grouped (`count(*)`
 //! 0, `sum(x)` NULL), as a query without `GROUP BY` has; DataFusion 53 answers no row.
 //!
@@ -7,10 +9,17 @@
 //! group exist. A group of another set that holds nothing but the padding row is
 //! dropped above the aggregate, by a count of the real rows and `grouping(…)` of all
 //! the grouping columns (the empty set's has every bit set).
+//!
+//! A set written twice (`GROUP BY a, ROLLUP (a, b)` writes `(a)` twice) answers its
+//! groups twice; DataFusion 53 merged them, each counting its rows twice. The aggregate
+//! runs over the distinct sets, and its rows are joined, by that `grouping(…)` value,
+//! with a row for each time their set is written. `GROUP BY ()` (which DataFusion
+//! cannot parse) is `GROUPING SETS (())`, an aggregate without grouping.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
+use datafusion::common::JoinType;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, ScalarValue};
 use datafusion::functions_aggregate::count::count_udaf;
@@ -18,7 +27,7 @@ use datafusion::functions_aggregate::grouping::grouping_udaf;
 use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::utils::grouping_set_to_exprlist;
 use datafusion::logical_expr::{
-    Aggregate, Expr, GroupingSet, LogicalPlan, LogicalPlanBuilder, cast, lit,
+    Aggregate, Expr, GroupingSet, LogicalPlan, LogicalPlanBuilder, cast, col, lit,
 };
 
 use datafusion::sql::parser::Statement;
@@ -31,6 +40,9 @@ use crate::error::Result;
 const PAD: &str = "__floe_pad";
 /// The real rows of a group.
 const REAL_ROWS: &str = "__floe_real_rows";
+/// The `grouping(…)` value of a set, and a copy of its rows.
+const SET: &str = "__floe_set";
+const COPY: &str = "__floe_copy";
 /// `grouping(…)` is an INT: the bits of at most 31 columns (one of them twice).
 const MAX_GROUPING_COLUMNS: usize = 30;
 
@@ -65,19 +77,16 @@ impl VisitorMut for EmptyGroupings {
 }
 
 /// `plan` with each aggregate whose grouping sets include the empty one answering its
-/// grand total over no rows too; `GROUPING SETS (())` alone is an aggregate without
-/// grouping.
-pub(super) fn with_grand_totals_over_no_rows(plan: LogicalPlan) -> Result<LogicalPlan> {
+/// grand total over no rows too, and each whose sets repeat answering a repeated
+/// set's groups once per repetition; `GROUPING SETS (())` alone is an aggregate
+/// without grouping.
+pub(super) fn with_sql_grouping_sets(plan: LogicalPlan) -> Result<LogicalPlan> {
     let plan = plan.transform_up_with_subqueries(|node| match node {
-        LogicalPlan::Aggregate(aggregate) => match grouping_columns_with_empty_set(&aggregate) {
-            Some(columns) if columns.is_empty() => {
-                let Aggregate {
-                    input, aggr_expr, ..
-                } = aggregate;
-                Aggregate::try_new(input, vec![], aggr_expr)
-                    .map(|plain| Transformed::yes(LogicalPlan::Aggregate(plain)))
+        LogicalPlan::Aggregate(aggregate) => match Grouping::of(&aggregate) {
+            Some(grouping) if grouping.columns.is_empty() => {
+                grouping.without_columns(aggregate).map(Transformed::yes)
             }
-            Some(columns) => padded(aggregate, columns).map(Transformed::yes),
+            Some(grouping) => grouping.plan(aggregate).map(Transformed::yes),
             None => Ok(Transformed::no(LogicalPlan::Aggregate(aggregate))),
         },
         other => Ok(Transformed::no(other)),
@@ -85,34 +94,176 @@ pub(super) fn with_grand_totals_over_no_rows(plan: LogicalPlan) -> Result<Logica
     Ok(plan.data)
 }
 
-/// The distinct grouping columns of `aggregate` (maybe none), if its grouping sets
-/// include the empty one.
-fn grouping_columns_with_empty_set(aggregate: &Aggregate) -> Option<Vec<Expr>> {
-    let [Expr::GroupingSet(set)] = aggregate.group_expr.as_slice() else {
-        return None;
-    };
-    let has_empty = match set {
-        GroupingSet::Rollup(_) | GroupingSet::Cube(_) => true,
-        GroupingSet::GroupingSets(sets) => sets.iter().any(Vec::is_empty),
-    };
-    let columns = grouping_set_to_exprlist(&aggregate.group_expr).ok()?;
-    (has_empty && columns.len() <= MAX_GROUPING_COLUMNS)
-        .then(|| columns.into_iter().cloned().collect())
+/// An aggregate's grouping sets, where SQL and DataFusion 53 answer differently.
+struct Grouping {
+    /// The distinct grouping columns.
+    columns: Vec<Expr>,
+    /// The distinct sets (by the columns they hold), each with how often it is written.
+    sets: Vec<(Vec<usize>, usize)>,
 }
 
-fn padded(aggregate: Aggregate, columns: Vec<Expr>) -> datafusion::common::Result<LogicalPlan> {
-    // DataFusion computes `grouping(…)` above the aggregate, from its grouping id,
-    // which no node above reads.
-    let output: Vec<Expr> = aggregate
+impl Grouping {
+    fn of(aggregate: &Aggregate) -> Option<Self> {
+        let [Expr::GroupingSet(set)] = aggregate.group_expr.as_slice() else {
+            return None;
+        };
+        let columns: Vec<Expr> = grouping_set_to_exprlist(&aggregate.group_expr)
+            .ok()?
+            .into_iter()
+            .cloned()
+            .collect();
+        let mut sets: Vec<(Vec<usize>, usize)> = Vec::new();
+        for written in expanded(set) {
+            let mut held: Vec<usize> = written
+                .iter()
+                .filter_map(|e| columns.iter().position(|c| c == *e))
+                .collect();
+            held.sort_unstable();
+            held.dedup();
+            match sets.iter_mut().find(|(other, _)| *other == held) {
+                Some((_, times)) => *times += 1,
+                None => sets.push((held, 1)),
+            }
+        }
+        let grouping = Self { columns, sets };
+        let differs = grouping.has_empty_set() || grouping.repeats();
+        (differs && grouping.columns.len() <= MAX_GROUPING_COLUMNS).then_some(grouping)
+    }
+
+    fn has_empty_set(&self) -> bool {
+        self.sets.iter().any(|(held, _)| held.is_empty())
+    }
+
+    fn repeats(&self) -> bool {
+        self.sets.iter().any(|(_, times)| *times > 1)
+    }
+
+    /// `GROUPING SETS ((), …)`: the aggregate without grouping, its one row repeated
+    /// as often as `()` is written.
+    fn without_columns(self, aggregate: Aggregate) -> datafusion::common::Result<LogicalPlan> {
+        let output = visible_columns(&aggregate);
+        let plain = LogicalPlanBuilder::from(Arc::unwrap_or_clone(aggregate.input))
+            .aggregate(Vec::<Expr>::new(), aggregate.aggr_expr)?;
+        match self.sets.as_slice() {
+            [(_, times)] if *times > 1 => {
+                plain.cross_join(self.copies()?)?.project(output)?.build()
+            }
+            _ => plain.build(),
+        }
+    }
+
+    /// The aggregate computed over its distinct sets (and a padding row, for the empty
+    /// set), its rows then dropped or repeated as SQL answers them.
+    fn plan(self, aggregate: Aggregate) -> datafusion::common::Result<LogicalPlan> {
+        let output = visible_columns(&aggregate);
+        let group_expr = match self.repeats() {
+            true => vec![Expr::GroupingSet(GroupingSet::GroupingSets(
+                self.sets
+                    .iter()
+                    .map(|(held, _)| held.iter().map(|&i| self.columns[i].clone()).collect())
+                    .collect(),
+            ))],
+            false => aggregate.group_expr,
+        };
+        let (input, mut aggregates) = match self.has_empty_set() {
+            true => padded(aggregate.input, aggregate.aggr_expr)?,
+            false => (Arc::unwrap_or_clone(aggregate.input), aggregate.aggr_expr),
+        };
+        // Unaliased, or DataFusion would not compute it; the first column once more keeps
+        // its name apart from the statement's own `grouping(…)`.
+        let mut arguments = self.columns.clone();
+        arguments.push(self.columns[0].clone());
+        let grouping = Expr::AggregateFunction(AggregateFunction::new_udf(
+            grouping_udaf(),
+            arguments,
+            false,
+            None,
+            vec![],
+            None,
+        ));
+        let grouped_by = Column::from_name(grouping.schema_name().to_string());
+        aggregates.push(grouping);
+        let mut plan = LogicalPlanBuilder::from(input).aggregate(group_expr, aggregates)?;
+        if self.has_empty_set() {
+            let real_rows = Expr::Column(Column::from_name(REAL_ROWS)).gt(lit(0i64));
+            let empty_set = Expr::Column(grouped_by.clone()).eq(lit(self.grouping_value(&[])));
+            plan = plan.filter(real_rows.or(empty_set))?;
+        }
+        if self.repeats() {
+            let copies = self.copies()?;
+            plan = plan.join(
+                copies,
+                JoinType::Inner,
+                (vec![grouped_by], vec![Column::from_name(SET)]),
+                None,
+            )?;
+        }
+        plan.project(output)?.build()
+    }
+
+    /// What `grouping(columns…, first column)` answers for the rows of the set `held`:
+    /// a bit for each argument, the last the lowest, set where it is not grouped by.
+    fn grouping_value(&self, held: &[usize]) -> i32 {
+        let arguments = (0..self.columns.len()).chain([0]);
+        arguments.fold(0, |value, i| (value << 1) | i32::from(!held.contains(&i)))
+    }
+
+    /// A row for each time each set is written: `(SET, copy)`.
+    fn copies(&self) -> datafusion::common::Result<LogicalPlan> {
+        let rows: Vec<Vec<Expr>> = self
+            .sets
+            .iter()
+            .flat_map(|(held, times)| {
+                let value = self.grouping_value(held);
+                (0..*times as i64).map(move |copy| vec![lit(value), lit(copy)])
+            })
+            .collect();
+        LogicalPlanBuilder::values(rows)?
+            .project([col("column1").alias(SET), col("column2").alias(COPY)])?
+            .build()
+    }
+}
+
+/// The columns of `aggregate` that the nodes above may read: DataFusion computes
+/// `grouping(…)` above an aggregate from its grouping id, which no node above reads.
+fn visible_columns(aggregate: &Aggregate) -> Vec<Expr> {
+    aggregate
         .schema
         .columns()
         .into_iter()
         .filter(|column| column.name != Aggregate::INTERNAL_GROUPING_ID)
         .map(Expr::Column)
-        .collect();
+        .collect()
+}
+
+/// The sets a grouping set names, as written (repeats kept).
+fn expanded(set: &GroupingSet) -> Vec<Vec<&Expr>> {
+    match set {
+        GroupingSet::Rollup(exprs) => (0..=exprs.len())
+            .rev()
+            .map(|n| exprs[..n].iter().collect())
+            .collect(),
+        GroupingSet::Cube(exprs) => (0..1usize << exprs.len())
+            .map(|mask| {
+                let held = exprs
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| mask & (1 << i) != 0);
+                held.map(|(_, e)| e).collect()
+            })
+            .collect(),
+        GroupingSet::GroupingSets(sets) => sets.iter().map(|s| s.iter().collect()).collect(),
+    }
+}
+
+/// The aggregate's input with a padding row, and its aggregates leaving that row out
+/// and counting the real rows (`REAL_ROWS`).
+fn padded(
+    input: Arc<LogicalPlan>,
+    aggregates: Vec<Expr>,
+) -> datafusion::common::Result<(LogicalPlan, Vec<Expr>)> {
     let not_pad = !Expr::Column(Column::from_name(PAD));
-    let mut aggregates: Vec<Expr> = aggregate
-        .aggr_expr
+    let mut aggregates: Vec<Expr> = aggregates
         .into_iter()
         .map(|expr| without_padding(expr, &not_pad))
         .collect::<datafusion::common::Result<_>>()?;
@@ -125,28 +276,7 @@ fn padded(aggregate: Aggregate, columns: Vec<Expr>) -> datafusion::common::Resul
         None,
     );
     aggregates.push(Expr::AggregateFunction(count).alias(REAL_ROWS));
-    // Unaliased, or DataFusion would not compute it; the first column once more keeps
-    // its name apart from the statement's own `grouping(…)`.
-    let mut arguments = columns.clone();
-    arguments.push(columns[0].clone());
-    let all_bits = (1i32 << arguments.len()) - 1;
-    let grouping = Expr::AggregateFunction(AggregateFunction::new_udf(
-        grouping_udaf(),
-        arguments,
-        false,
-        None,
-        vec![],
-        None,
-    ));
-    let grouped_by = Expr::Column(Column::from_name(grouping.schema_name().to_string()));
-    aggregates.push(grouping);
-    let real_rows = Expr::Column(Column::from_name(REAL_ROWS)).gt(lit(0i64));
-    let empty_set = grouped_by.eq(lit(all_bits));
-    LogicalPlanBuilder::from(with_padding_row(Arc::unwrap_or_clone(aggregate.input))?)
-        .aggregate(aggregate.group_expr, aggregates)?
-        .filter(real_rows.or(empty_set))?
-        .project(output)?
-        .build()
+    Ok((with_padding_row(Arc::unwrap_or_clone(input))?, aggregates))
 }
 
 /// `input` with a `PAD` column, false, and one more row of NULLs where it is true.

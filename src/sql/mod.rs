@@ -937,7 +937,7 @@ async fn plan_resolved(
     };
     let plan = uuids::rewrite_comparisons(like::rewrite_escapes(plan)?)?;
     let plan = aggregate_filters::rewrite_filters(plan)?;
-    let plan = grouping_sets::with_grand_totals_over_no_rows(plan)?;
+    let plan = grouping_sets::with_sql_grouping_sets(plan)?;
     formats::check_formats(&plan)?;
     let plan = date_parts::with_sql_date_parts(plan)?;
     let plan = intervals::dates_with_times_as_timestamps(plan)?;
