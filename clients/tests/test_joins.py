@@ -594,6 +594,9 @@ def test_grouping_sets_answer_as_duckdb_does(join_server):
         # A set written twice answers its groups twice (DataFusion 53: once, counted twice).
         "SELECT v, k % 2 AS p, count(*) AS n FROM big WHERE k < 40 GROUP BY v, ROLLUP (v, k % 2)",
         "SELECT v, count(*) AS n, grouping(v) AS g FROM big WHERE k < 0 GROUP BY GROUPING SETS ((v), (), (v), ())",
+        # Column lists in ROLLUP and CUBE (DataFusion 53 refuses them).
+        "SELECT v, k % 2 AS p, k % 3 AS q, count(*) AS n FROM big WHERE k < 60 GROUP BY ROLLUP ((v, k % 2), k % 3)",
+        "SELECT v, k % 2 AS p, count(*) AS n FROM big WHERE k < 60 GROUP BY CUBE ((v, k % 2))",
     ]
     with server.connect() as conn, conn.cursor() as cur:
         for sql in queries:

@@ -43,12 +43,16 @@ const REAL_ROWS: &str = "__floe_real_rows";
 /// The `grouping(…)` value of a set, and a copy of its rows.
 const SET: &str = "__floe_set";
 const COPY: &str = "__floe_copy";
+/// A `CUBE` of column lists is written out as its sets up to this many lists.
+const MAX_CUBE_ITEMS: usize = 12;
+
 /// `grouping(…)` is an INT: the bits of at most 31 columns (one of them twice).
 const MAX_GROUPING_COLUMNS: usize = 30;
 
 /// `statement` with `GROUP BY ()` (which DataFusion 53 cannot plan) as `GROUP BY
 /// GROUPING SETS (())`, and a `()` beside other grouping expressions dropped (it adds
-/// nothing to their groups).
+/// nothing to their groups); a `ROLLUP` or `CUBE` of a column list (`ROLLUP ((a, b),
+/// c)`, which DataFusion refuses) as the grouping sets it names.
 pub(super) fn empty_groupings_as_sets(statement: &mut Statement) {
     let Some(statement) = sql_statement_mut(statement) else {
         return;
@@ -60,6 +64,32 @@ struct EmptyGroupings;
 
 impl VisitorMut for EmptyGroupings {
     type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut ast::Expr) -> ControlFlow<()> {
+        let sets = match expr {
+            ast::Expr::Rollup(items) if items.iter().any(|i| i.len() > 1) => (0..=items.len())
+                .rev()
+                .map(|n| items[..n].concat())
+                .collect(),
+            ast::Expr::Cube(items)
+                if items.iter().any(|i| i.len() > 1) && items.len() <= MAX_CUBE_ITEMS =>
+            {
+                (0..1usize << items.len())
+                    .rev()
+                    .map(|mask| {
+                        let held = items
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| mask & (1 << i) != 0);
+                        held.flat_map(|(_, item)| item.clone()).collect()
+                    })
+                    .collect()
+            }
+            _ => return ControlFlow::Continue(()),
+        };
+        *expr = ast::Expr::GroupingSets(sets);
+        ControlFlow::Continue(())
+    }
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
         if let SetExpr::Select(select) = query.body.as_mut()
