@@ -26,6 +26,7 @@ mod joins;
 pub(crate) mod like_segments;
 mod median;
 mod node_rule;
+mod not_in_filters;
 mod ntile;
 mod replace;
 mod result_files;
@@ -48,6 +49,7 @@ use ballista_scheduler::scheduler_process::create_scheduler;
 use ballista_scheduler::scheduler_server::SchedulerServer;
 use datafusion::catalog::MemoryCatalogProviderList;
 use datafusion::execution::{FunctionRegistry, SessionState, SessionStateBuilder};
+use datafusion::optimizer::Optimizer;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
@@ -139,6 +141,7 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
         .with_table_functions(table_functions::table_functions())
         .with_config(config)
         .with_physical_optimizer_rules(rules)
+        .with_optimizer_rules(not_in_filters::with_not_in_kept(Optimizer::new().rules))
         .build();
     for udwf in signed::signed_window_functions() {
         state.register_udwf(udwf)?;
