@@ -7,8 +7,9 @@
 //! a.k = b.k WHERE a.s LIKE 's1%' AND b.s IS NOT NULL` the condition on `a.s` was
 //! applied to `b.s`. Before each filter pushdown, a filter over such a projection is
 //! moved below it here, its columns replaced by the projected expressions at their
-//! positions, through as many such projections as lie under it (where the join keys
-//! differ in type, another drops the cast key above the swapped join's).
+//! positions. (Where the join keys differ in type the swapped join orders its columns
+//! in its own projection, and the condition still reaches the wrong side: not yet
+//! traced.)
 
 use std::sync::Arc;
 
@@ -58,18 +59,17 @@ fn below_projection(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn Exec
             None => Transformed::no(e),
         })
     })?;
-    let below: Arc<dyn ExecutionPlan> = Arc::new(
-        FilterExec::try_new(predicate.data, Arc::clone(projection.input()))?
-            .with_default_selectivity(filter.default_selectivity())?,
-    );
-    // A swapped join's projection may lie under another that repeats names too.
-    let below = below_projection(&below)?.unwrap_or(below);
+    let below = FilterExec::try_new(predicate.data, Arc::clone(projection.input()))?
+        .with_default_selectivity(filter.default_selectivity())?;
     // The filter's own projection, if any, picks among the projection's columns.
     let kept: Vec<ProjectionExpr> = match filter.projection() {
         Some(indices) => indices.iter().map(|&i| exprs[i].clone()).collect(),
         None => exprs.to_vec(),
     };
-    Ok(Some(Arc::new(ProjectionExec::try_new(kept, below)?)))
+    Ok(Some(Arc::new(ProjectionExec::try_new(
+        kept,
+        Arc::new(below),
+    )?)))
 }
 
 fn repeats_a_name(exprs: &[ProjectionExpr]) -> bool {
