@@ -50,7 +50,7 @@ use datafusion::sql::sqlparser::ast::{
 use super::ddl::normalize;
 use super::parse::parse;
 use super::resolve::StatementCatalog;
-use super::row_level::{self, appending, appending_under, fold_constants, isolated, scans};
+use super::row_level::{self, appending, fold_constants, isolated, scans};
 use super::{Caller, Engine, Planned, plan_resolved, quoted, rewrite_before_resolving};
 use crate::error::{FloeError, Result};
 use crate::table::journal;
@@ -695,6 +695,15 @@ impl Engine {
     async fn count_sql(&self, scope: &Scope<'_>, text: &str) -> Result<Vec<u64>> {
         let plan = scope.plan(text).await?;
         self.counts(scope.ctx, scope.catalog, plan).await
+    }
+}
+
+/// How a write that only adds rows commits under `overwrite`'s isolation: an overwrite
+/// removing nothing if it checks concurrent appends, else an append.
+pub(super) fn appending_under(overwrite: Overwrite) -> WriteCommit {
+    match overwrite.serializable {
+        Some(_) => WriteCommit::Overwrite(overwrite),
+        None => WriteCommit::Append,
     }
 }
 

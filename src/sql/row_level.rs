@@ -210,15 +210,6 @@ pub(super) fn isolated(
     })
 }
 
-/// How a write that only adds rows commits under `overwrite`'s isolation: an overwrite
-/// removing nothing if it checks concurrent appends, else an append.
-pub(super) fn appending_under(overwrite: Overwrite) -> WriteCommit {
-    match overwrite.serializable {
-        Some(_) => WriteCommit::Overwrite(overwrite),
-        None => WriteCommit::Append,
-    }
-}
-
 /// Whether the table's DELETEs or UPDATEs (`mode`) write position delete files instead
 /// of rewriting data files.
 pub(super) fn merge_on_read(table: &Table, mode: &str) -> Result<bool> {
@@ -529,7 +520,7 @@ impl Engine {
         deletes: Overwrite,
     ) -> Result<()> {
         let how = match delete_files {
-            0 => appending_under(deletes),
+            0 => super::merge::appending_under(deletes),
             _ => WriteCommit::Overwrite(deletes),
         };
         commit_write(self.catalog.as_ref(), table, write_id, written, &how).await?;
