@@ -31,9 +31,9 @@ use datafusion::logical_expr::{
 };
 
 use datafusion::sql::parser::Statement;
-use datafusion::sql::sqlparser::ast::{self, GroupByExpr, Query, SetExpr, VisitMut, VisitorMut};
+use datafusion::sql::sqlparser::ast::{self, GroupByExpr, Query, VisitMut, VisitorMut};
 
-use super::parse::sql_statement_mut;
+use super::parse::{selects_mut, sql_statement_mut};
 use crate::error::Result;
 
 /// Marks the padding row.
@@ -92,9 +92,10 @@ impl VisitorMut for EmptyGroupings {
     }
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        if let SetExpr::Select(select) = query.body.as_mut()
-            && let GroupByExpr::Expressions(expressions, _) = &mut select.group_by
-        {
+        for select in selects_mut(&mut query.body) {
+            let GroupByExpr::Expressions(expressions, _) = &mut select.group_by else {
+                continue;
+            };
             let empty = |e: &ast::Expr| matches!(e, ast::Expr::Tuple(items) if items.is_empty());
             if expressions.iter().all(empty) && !expressions.is_empty() {
                 *expressions = vec![ast::Expr::GroupingSets(vec![vec![]])];

@@ -17,10 +17,10 @@ use std::ops::ControlFlow;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
     Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, Query, SelectItem,
-    SetExpr, Value, VisitMut, VisitorMut, visit_expressions_mut,
+    Value, VisitMut, VisitorMut, visit_expressions_mut,
 };
 
-use super::parse::{function_call, sql_statement_mut};
+use super::parse::{function_call, selects_mut, sql_statement_mut};
 use crate::cluster::cast_label;
 
 /// Whether DataFusion refused a statement for a repeated name in a select list or
@@ -68,19 +68,10 @@ impl VisitorMut for SelectLists {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        name_selects(&mut query.body);
-        ControlFlow::Continue(())
-    }
-}
-
-fn name_selects(body: &mut SetExpr) {
-    match body {
-        SetExpr::Select(select) => name_items(&mut select.projection),
-        SetExpr::SetOperation { left, right, .. } => {
-            name_selects(left);
-            name_selects(right);
+        for select in selects_mut(&mut query.body) {
+            name_items(&mut select.projection);
         }
-        _ => {}
+        ControlFlow::Continue(())
     }
 }
 

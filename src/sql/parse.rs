@@ -111,6 +111,20 @@ pub fn sql_statement_mut(statement: &mut Statement) -> Option<&mut ast::Statemen
     }
 }
 
+/// The selects of a query's body, through its set operations (`UNION`, …), not into
+/// subqueries.
+pub(super) fn selects_mut(body: &mut ast::SetExpr) -> Vec<&mut ast::Select> {
+    match body {
+        ast::SetExpr::Select(select) => vec![select.as_mut()],
+        ast::SetExpr::SetOperation { left, right, .. } => {
+            let mut selects = selects_mut(left);
+            selects.extend(selects_mut(right));
+            selects
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// The call `name(args…)`, as the parser would read it.
 pub(super) fn function_call(name: &str, args: Vec<ast::Expr>) -> ast::Expr {
     ast::Expr::Function(ast::Function {

@@ -29,7 +29,7 @@ use datafusion::sql::sqlparser::ast::{
     VisitorMut, visit_expressions_mut,
 };
 
-use super::parse::{parse, sql_statement_mut};
+use super::parse::{parse, selects_mut, sql_statement_mut};
 use crate::error::{FloeError, Result};
 
 /// Rewrites every row `IN` subquery of `statement` (see the module documentation).
@@ -82,22 +82,15 @@ impl VisitorMut for Rewriter {
 impl Rewriter {
     /// The `WHERE` and `HAVING` conditions of the selects of `body`.
     fn filters_of(&mut self, body: &mut SetExpr) -> Result<()> {
-        match body {
-            SetExpr::Select(select) => {
-                for condition in [&mut select.selection, &mut select.having]
-                    .into_iter()
-                    .flatten()
-                {
-                    self.filter(condition)?;
-                }
-                Ok(())
+        for select in selects_mut(body) {
+            for condition in [&mut select.selection, &mut select.having]
+                .into_iter()
+                .flatten()
+            {
+                self.filter(condition)?;
             }
-            SetExpr::SetOperation { left, right, .. } => {
-                self.filters_of(left)?;
-                self.filters_of(right)
-            }
-            _ => Ok(()),
         }
+        Ok(())
     }
 
     /// Rewrites the row `IN`s of a condition that only filters, as far as unknown and

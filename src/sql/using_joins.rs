@@ -25,11 +25,11 @@ use datafusion::logical_expr::{
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::{
     Expr as SqlExpr, Ident, JoinConstraint as SqlJoinConstraint, JoinOperator, Query, Select,
-    SetExpr, TableFactor, VisitMut, VisitorMut,
+    TableFactor, VisitMut, VisitorMut,
 };
 
 use super::ddl::normalize;
-use super::parse::sql_statement_mut;
+use super::parse::{selects_mut, sql_statement_mut};
 use crate::error::Result;
 
 /// `plan` with the merged columns of right and full `USING` joins coalesced.
@@ -91,19 +91,10 @@ impl VisitorMut for Selects {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        qualify_in_selects(&mut query.body);
+        selects_mut(&mut query.body)
+            .into_iter()
+            .for_each(qualify_in_select);
         ControlFlow::Continue(())
-    }
-}
-
-fn qualify_in_selects(body: &mut SetExpr) {
-    match body {
-        SetExpr::Select(select) => qualify_in_select(select),
-        SetExpr::SetOperation { left, right, .. } => {
-            qualify_in_selects(left);
-            qualify_in_selects(right);
-        }
-        _ => {}
     }
 }
 

@@ -28,7 +28,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use super::ddl::normalize;
-use super::parse::sql_statement_mut;
+use super::parse::{selects_mut, sql_statement_mut};
 use crate::error::{FloeError, Result};
 
 /// `statement` with each reference to a named window replaced by what it names.
@@ -110,23 +110,14 @@ impl VisitorMut for NamedWindows {
                     None => Ok(()),
                 })
             }
-            body => resolve_set_operation(body),
+            body => selects_mut(body)
+                .into_iter()
+                .try_for_each(|select| resolve_select(select).map(|_| ())),
         };
         match result {
             Ok(()) => ControlFlow::Continue(()),
             Err(e) => ControlFlow::Break(e),
         }
-    }
-}
-
-fn resolve_set_operation(body: &mut SetExpr) -> Result<()> {
-    match body {
-        SetExpr::Select(select) => resolve_select(select).map(|_| ()),
-        SetExpr::SetOperation { left, right, .. } => {
-            resolve_set_operation(left)?;
-            resolve_set_operation(right)
-        }
-        _ => Ok(()),
     }
 }
 
