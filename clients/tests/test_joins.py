@@ -236,13 +236,19 @@ def rows(table: pa.Table):
     return sorted((tuple(r.values()) for r in table.to_pylist()), key=repr)
 
 
+def answers_as_duckdb(cur, reference, sql):
+    """Floe's rows for `sql`, after checking that DuckDB answers the same."""
+    got = rows(query(cur, sql))
+    assert got == rows(reference.sql(sql).to_arrow_table()), sql
+    return got
+
+
 @pytest.mark.parametrize("name", QUERIES)
 def test_each_join_type_answers_as_duckdb_does(join_server, name):
     server, reference = join_server
     sql = QUERIES[name]
     with server.connect() as conn, conn.cursor() as cur:
-        got = rows(query(cur, sql))
-    assert got == rows(reference.sql(sql).to_arrow_table()), name
+        answers_as_duckdb(cur, reference, sql)
 
 
 def plan_of(server, sql):
@@ -538,14 +544,14 @@ def test_ntile_splits_rows_as_duckdb_does(join_server):
     ]
     with server.connect() as conn, conn.cursor() as cur:
         for sql in queries:
-            assert rows(query(cur, sql)) == rows(reference.sql(sql).to_arrow_table()), sql
+            answers_as_duckdb(cur, reference, sql)
 
 
 def test_windows_answer_as_duckdb_does(join_server):
     """A window that names another (`OVER (w ROWS 1 PRECEDING)`) is that window with its
     own frame: DataFusion 53 dropped the name, and its partitioning and order with it
     (src/sql/windows.rs). Ranks are BIGINT (DataFusion's unsigned `row_number() - rank()`
-    wrapped around; src/cluster/signed_ranks.rs), and a window function in `ORDER BY`
+    wrapped around; src/cluster/signed.rs), and a window function in `ORDER BY`
     alone is computed (DataFusion's physical planner refused it)."""
     server, reference = join_server
     queries = [
@@ -559,18 +565,22 @@ def test_windows_answer_as_duckdb_does(join_server):
     ]
     with server.connect() as conn, conn.cursor() as cur:
         for sql in queries:
-            got = query(cur, sql)
-            assert rows(got) == rows(reference.sql(sql).to_arrow_table()), sql
+            answers_as_duckdb(cur, reference, sql)
         assert query(cur, "SELECT row_number() OVER () AS r, rank() OVER (ORDER BY k) AS q "
                           "FROM big LIMIT 1").schema.types == [pa.int64(), pa.int64()]
         ordered = "SELECT k FROM big WHERE k < 10 ORDER BY row_number() OVER (ORDER BY k DESC) LIMIT 3"
         assert query(cur, ordered)["k"].to_pylist() == [9, 8, 7]
+        # Window names are identifiers: a quoted one as written, an unquoted one lower-cased.
+        quoted = ('SELECT x, sum(x) OVER ("Win" ROWS 1 PRECEDING) AS s FROM (VALUES (1), (2), (3)) v(x) '
+                  'WINDOW "Win" AS (ORDER BY x) ORDER BY x')
+        assert query(cur, quoted)["s"].to_pylist() == [1, 3, 5]
         for sql, message in [
             ("SELECT sum(k) OVER (w ORDER BY k) FROM big WINDOW w AS (ORDER BY v)",
              'cannot override ORDER BY clause of window "w"'),
             ("SELECT sum(k) OVER (w) FROM big WINDOW w AS (ORDER BY k ROWS 1 PRECEDING)",
              'cannot copy window "w" because it has a frame clause'),
             ("SELECT sum(k) OVER (x ORDER BY k) FROM big", 'window "x" does not exist'),
+            ('SELECT sum(k) OVER (win) FROM big WINDOW "Win" AS (ORDER BY k)', 'window "win" does not exist'),
             # PostgreSQL answers NULLs (an empty frame); DataFusion refuses the frame.
             ("SELECT sum(k) OVER (ORDER BY k RANGE BETWEEN 2 FOLLOWING AND 1 FOLLOWING) FROM big",
              "Invalid window frame"),
@@ -590,6 +600,8 @@ def test_grouping_sets_answer_as_duckdb_does(join_server):
         "SELECT v, count(*) AS n FROM big WHERE k < 0 GROUP BY GROUPING SETS ((v), ())",
         "SELECT count(*) AS n, sum(k) AS s FROM big WHERE k < 0 GROUP BY ()",
         "SELECT count(*) AS n FROM big WHERE k < 0 GROUP BY GROUPING SETS (())",
+        "SELECT count(*) AS n FROM big WHERE k < 0 GROUP BY () "
+        "UNION ALL SELECT count(*) AS n FROM big WHERE k < 3 GROUP BY ()",
         "SELECT b1.v, b2.v AS w, count(*) AS n FROM big b1 JOIN big b2 ON b1.k = b2.k "
         "WHERE b1.k < 0 GROUP BY ROLLUP (b1.v, b2.v)",
         "SELECT v, grouping(v) AS g, count(*) AS n, count(DISTINCT k % 7) AS d, sum(k) FILTER (WHERE k > 3) AS f "
@@ -604,9 +616,7 @@ def test_grouping_sets_answer_as_duckdb_does(join_server):
     ]
     with server.connect() as conn, conn.cursor() as cur:
         for sql in queries:
-            got = rows(query(cur, sql))
-            assert got == rows(reference.sql(sql).to_arrow_table()), sql
-            assert got, sql
+            assert answers_as_duckdb(cur, reference, sql), sql
 
 
 def test_median_of_integers_is_a_double_as_duckdb_answers(join_server):
@@ -641,7 +651,7 @@ def test_aggregates_of_a_column_and_of_its_cast_answer_as_duckdb_does(join_serve
     ]
     with server.connect() as conn, conn.cursor() as cur:
         for sql in queries:
-            assert rows(query(cur, sql)) == rows(reference.sql(sql).to_arrow_table()), sql
+            answers_as_duckdb(cur, reference, sql)
         unnamed = query(cur, "SELECT sum(k), sum(CAST(k AS DOUBLE)) FROM big")
         assert unnamed.column_names == ["sum(k)", "sum(CAST(k AS DOUBLE))"]
 
@@ -670,7 +680,7 @@ def test_replace_of_an_empty_string_keeps_the_text_as_postgresql_does(join_serve
     sql = ("SELECT k, replace(CAST(k AS VARCHAR), CASE WHEN k % 3 = 0 THEN '' ELSE '1' END, '-') AS r, "
            "replace('ab', '', CASE WHEN k % 2 = 0 THEN 'x' END) AS n FROM big WHERE k < 40")
     with server.connect() as conn, conn.cursor() as cur:
-        assert rows(query(cur, sql)) == rows(reference.sql(sql).to_arrow_table())
+        answers_as_duckdb(cur, reference, sql)
         assert query(cur, "SELECT replace('abc', '', 'x') AS a").to_pylist() == [{"a": "abc"}]
 
 

@@ -3,7 +3,7 @@
 //! buckets first. DataFusion 53's own gives row `i` of `r` the bucket `i * n / r + 1`,
 //! which spreads the larger buckets out instead (30 rows in 4: 8, 7, 8, 7 rather than 8,
 //! 8, 7, 7). It replaces DataFusion's under the same name on the coordinator and on
-//! executors; the signature and result type stay DataFusion's.
+//! executors, as a BIGINT (`signed`); the signature stays DataFusion's.
 
 use std::any::Any;
 use std::sync::Arc;
