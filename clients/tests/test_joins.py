@@ -531,6 +531,26 @@ def test_a_repeated_join_is_computed_once(join_server, name):
     assert scans == (4 if as_planned else 0), plan
 
 
+def test_a_filter_above_a_swapped_join_reads_its_own_sides_column(join_server):
+    """A join whose sides were swapped gets a projection restoring its columns' order,
+    which names `k` and `s` twice; DataFusion 53's filter pushdown mapped a condition on
+    `a.s` above it to `b.s`, the first `s` (src/cluster/projection_filters.rs). The keys
+    differ in type (INT, BIGINT): a second such projection drops the cast key."""
+    server, reference = join_server
+    left = "SELECT k, 's' || CAST(k % 13 AS VARCHAR) AS s FROM big WHERE k < 600"
+    right = "SELECT k * 3 AS k, 's' || CAST(k % 6 AS VARCHAR) AS s FROM big WHERE k < 150"
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE SCHEMA IF NOT EXISTS swapped")
+        cur.execute(f"CREATE TABLE swapped.a AS {left}")
+        cur.execute(f"CREATE TABLE swapped.b AS {right}")
+        sql = ("SELECT a.k AS ak, b.k AS bk, b.s AS bs FROM {a} a FULL JOIN {b} b ON a.k = b.k "
+               "WHERE a.s LIKE 's1%' AND b.s IS NOT NULL")
+        got = rows(query(cur, sql.format(a="swapped.a", b="swapped.b")))
+    expected = rows(reference.sql(sql.format(a=f"({left})", b=f"({right})")).to_arrow_table())
+    assert got == expected
+    assert {r[2] for r in got} != {"s1"}, got  # the wrong answer kept only b.s LIKE 's1%'
+
+
 def test_ntile_splits_rows_as_duckdb_does(join_server):
     """`ntile` puts the larger buckets first (src/cluster/ntile.rs; DataFusion 53's own
     spreads them: 30 rows in 4 buckets of 8, 7, 8, 7), on the executors and on the

@@ -28,6 +28,7 @@ mod median;
 mod node_rule;
 mod not_in_filters;
 mod ntile;
+mod projection_filters;
 mod replace;
 mod result_files;
 mod shuffle_files;
@@ -130,7 +131,8 @@ pub fn session_config(catalog_name: &str, target_partitions: usize) -> SessionCo
 fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionState> {
     let rules = statistics_answers::with_statistics_answers(PhysicalOptimizer::new().rules);
     let rules = join_projections::with_one_sided_joins_kept(rules);
-    let mut rules = joins::with_join_guards(rules);
+    let rules = joins::with_join_guards(rules);
+    let mut rules = projection_filters::with_filters_below_repeated_names(rules);
     rules.push(Arc::new(like_segments::LIKE_SEGMENTS));
     rules.push(Arc::new(filter_order::FILTER_ORDER));
     rules.push(Arc::new(
