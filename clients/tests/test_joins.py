@@ -858,6 +858,45 @@ def test_row_in_subqueries_answer_as_postgresql_does(join_server, postgres):
         assert sorted(query(cur, "SELECT k FROM pairs")["k"].to_pylist()) == left
 
 
+def test_in_and_exists_as_values_answer_as_postgresql_does(join_server, postgres):
+    """`x IN (SELECT …)` and `EXISTS (…)` in a select list, a `CASE`, `GROUP BY` or an
+    aggregate's `FILTER`, which DataFusion 53 refuses outside `WHERE` ("Physical plan does
+    not support logical expression InSubquery"): counted as scalar subqueries, with SQL's
+    NULLs (src/sql/subquery_values.rs)."""
+    server, _ = join_server
+    t_rows = [(1, 1), (2, 2), (None, 3), (4, None), (6, 2)]
+    u_rows = [(2, 1), (3, 2), (None, 3), (5, 1), (4, None), (6, 6)]
+    sql_rows = lambda rs: ", ".join("(" + ", ".join("NULL" if v is None else str(v) for v in r) + ")" for r in rs)
+    queries = [
+        "SELECT k, k IN (SELECT k FROM vu) FROM vt",
+        "SELECT k, k NOT IN (SELECT k FROM vu WHERE k IS NOT NULL) FROM vt",
+        "SELECT k, k + 1 IN (SELECT k * 1 FROM vu WHERE h < 3) FROM vt",
+        "SELECT k, g IN (SELECT z.h FROM vu z WHERE z.k = a.k) FROM vt a",  # correlated
+        "SELECT k, EXISTS (SELECT 1 FROM vu z WHERE z.k = a.k), "
+        "NOT EXISTS (SELECT 1 FROM vu z WHERE z.h = a.g) FROM vt a",
+        "SELECT k, CASE WHEN k IN (SELECT h FROM vu GROUP BY h HAVING count(*) > 1) THEN 'y' ELSE 'n' END FROM vt",
+        "SELECT k, k IN (SELECT k FROM vu UNION SELECT 7) FROM vt",
+        "SELECT k, k IN (SELECT k FROM vu WHERE k > 100) FROM vt",  # no rows: false, even for NULL
+        "SELECT CASE WHEN k IN (SELECT k FROM vu) THEN 1 ELSE 0 END AS c, count(*) FROM vt "
+        "GROUP BY CASE WHEN k IN (SELECT k FROM vu) THEN 1 ELSE 0 END",
+        "SELECT g, count(*) FILTER (WHERE k IN (SELECT k FROM vu)) FROM vt GROUP BY g",
+        "SELECT sum(CASE WHEN EXISTS (SELECT 1 FROM vu WHERE vu.k = vt.k) THEN 1 ELSE 0 END) FROM vt",
+        "SELECT k, k IN (SELECT h FROM vu) FROM vt WHERE g IN (SELECT h FROM vu)",
+    ]
+    text = lambda v: "" if v is None else ("t" if v else "f") if isinstance(v, bool) else str(v)
+    with server.connect() as conn, conn.cursor() as cur:
+        postgres.psql(f"CREATE TABLE vt (k BIGINT, g INT); INSERT INTO vt VALUES {sql_rows(t_rows)}; "
+                      f"CREATE TABLE vu (k BIGINT, h INT); INSERT INTO vu VALUES {sql_rows(u_rows)}")
+        cur.execute("CREATE TABLE vt (k BIGINT, g INT)")
+        cur.execute(f"INSERT INTO vt VALUES {sql_rows(t_rows)}")
+        cur.execute("CREATE TABLE vu (k BIGINT, h INT)")
+        cur.execute(f"INSERT INTO vu VALUES {sql_rows(u_rows)}")
+        for sql in queries:
+            expected = sorted(postgres.psql(sql).splitlines())
+            got = sorted("|".join(text(v) for v in r.values()) for r in query(cur, sql).to_pylist())
+            assert got == expected, sql
+
+
 def test_aggregate_filters_answer_as_postgresql_does(join_server, postgres):
     """`FILTER (WHERE p)` where p is unknown for some rows: DataFusion 53 read the
     filter's values under its NULLs for `count(*)`; and over a window, datafusion-proto

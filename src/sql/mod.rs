@@ -39,6 +39,7 @@ mod show;
 mod show_create;
 mod small;
 mod subquery_names;
+mod subquery_values;
 pub mod time_travel;
 pub mod types;
 mod using_joins;
@@ -946,6 +947,7 @@ async fn plan_resolved(
     let plan = windows::windows_in_sorts_computed(plan)?;
     let plan = using_joins::with_merged_using_columns(plan)?;
     let plan = scalar_subqueries::with_single_row_scalar_subqueries(plan)?;
+    let plan = subquery_values::with_subqueries_as_counts(plan)?;
     Ok((
         subquery_names::with_subquery_values_renamed(plan)?,
         parameters,

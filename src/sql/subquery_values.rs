@@ -1,0 +1,282 @@
+//! `x IN (subquery)` and `EXISTS (subquery)` as values of a select list or `GROUP BY`
+//! (`SELECT k IN (SELECT …) AS found`, `CASE WHEN EXISTS (…) THEN …`), as PostgreSQL,
+//! DuckDB and Trino answer them. DataFusion 53 turns them into joins only in filters
+//! (`WHERE`, `HAVING`) and refuses them in a projection or an aggregate ("Physical plan
+//! does not support logical expression InSubquery"). There they become counts of the
+//! subquery's rows, scalar subqueries that DataFusion joins (correlated ones by their
+//! equalities, as any scalar subquery), computed by projections below:
+//!
+//! * `x IN (S)` is true where S has a row equal to `x`, else unknown where S holds a
+//!   NULL, or `x` is NULL and S has rows, else false (SQL's three values);
+//! * `EXISTS (S)` is whether S has a row.
+//!
+//! The value S gives is compared where it is computed, below S's projection, so that the
+//! comparison reads the outer query's `x` as resolved and S's own columns.
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Column, DFSchema, ExprSchema, ScalarValue, Spans};
+use datafusion::functions_aggregate::count::count_all;
+use datafusion::logical_expr::expr::{BinaryExpr, Exists, InSubquery};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::{
+    Aggregate, Expr, LogicalPlan, LogicalPlanBuilder, Operator, Projection, Subquery, lit, not,
+    when,
+};
+
+use crate::error::{FloeError, Result};
+
+/// `plan` with the `IN` and `EXISTS` subqueries of its projections and aggregates
+/// counted (see the module documentation).
+pub(super) fn with_subqueries_as_counts(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let mut named = 0;
+    let plan = plan.transform_up_with_subqueries(|node| {
+        match node {
+            LogicalPlan::Projection(projection) => counted_projection(projection, &mut named),
+            LogicalPlan::Aggregate(_) => aggregate_of_values(node, &mut named),
+            other => Ok(Transformed::no(other)),
+        }
+        .map_err(Into::into)
+    })?;
+    Ok(plan.data)
+}
+
+fn is_subquery_value(expr: &Expr) -> bool {
+    matches!(expr, Expr::InSubquery(_) | Expr::Exists(_))
+}
+
+/// An aggregate whose groups or arguments hold subqueries (`GROUP BY CASE WHEN k IN
+/// (SELECT …) …`) over a projection that computes their values.
+fn aggregate_of_values(node: LogicalPlan, named: &mut usize) -> Result<Transformed<LogicalPlan>> {
+    let holds_subqueries = node
+        .expressions()
+        .iter()
+        .any(|e| e.exists(|e| Ok(is_subquery_value(e))).unwrap_or(false));
+    if !holds_subqueries {
+        return Ok(Transformed::no(node));
+    }
+    let names = NamePreserver::new(&node);
+    let LogicalPlan::Aggregate(aggregate) = node else {
+        return Ok(Transformed::no(node));
+    };
+    let mut values = Vec::new();
+    let mut by_value = |exprs: Vec<Expr>| -> Result<Vec<Expr>> {
+        let mut rewritten = Vec::with_capacity(exprs.len());
+        for expr in exprs {
+            let saved = names.save(&expr);
+            let by_column = expr.transform_up(|e| {
+                if !is_subquery_value(&e) {
+                    return Ok(Transformed::no(e));
+                }
+                *named += 1;
+                let name = format!("__floe_value_{named}");
+                values.push(e.alias(&name));
+                Ok(Transformed::yes(Expr::Column(Column::from_name(name))))
+            })?;
+            rewritten.push(saved.restore(by_column.data));
+        }
+        Ok(rewritten)
+    };
+    let group_expr = by_value(aggregate.group_expr)?;
+    let aggr_expr = by_value(aggregate.aggr_expr)?;
+    let mut columns: Vec<Expr> = (aggregate.input.schema().columns().into_iter())
+        .map(Expr::Column)
+        .collect();
+    columns.extend(values);
+    let below = Projection::try_new(columns, aggregate.input)?;
+    let below = counted_projection(below, named)?.data;
+    let aggregate = Aggregate::try_new(Arc::new(below), group_expr, aggr_expr)?;
+    Ok(Transformed::yes(LogicalPlan::Aggregate(aggregate)))
+}
+
+/// `projection` over others that compute whether each of its subqueries has rows, if
+/// it has any; `named` counts the names given to those.
+fn counted_projection(
+    projection: Projection,
+    named: &mut usize,
+) -> Result<Transformed<LogicalPlan>> {
+    let input = Arc::clone(&projection.input);
+    let columns = Arc::clone(input.schema());
+    let mut counts = Counts {
+        input: &columns,
+        below: Vec::new(),
+        named,
+    };
+    let names = NamePreserver::new_for_projection();
+    let mut exprs = Vec::with_capacity(projection.expr.len());
+    for expr in projection.expr {
+        let saved = names.save(&expr);
+        let counted = expr.transform_up(|e| counts.of(e).map_err(Into::into))?;
+        exprs.push(saved.restore(counted.data));
+    }
+    if counts.below.is_empty() {
+        let unchanged = Projection::try_new_with_schema(exprs, input, projection.schema)?;
+        return Ok(Transformed::no(LogicalPlan::Projection(unchanged)));
+    }
+    // One subquery per projection: DataFusion 53 joins two correlated ones of one
+    // projection wrong ("Ambiguous reference to unqualified field __always_true").
+    let mut below = input;
+    for has_rows in counts.below {
+        let mut columns: Vec<Expr> = below
+            .schema()
+            .columns()
+            .into_iter()
+            .map(Expr::Column)
+            .collect();
+        columns.push(has_rows);
+        below = Arc::new(LogicalPlan::Projection(Projection::try_new(
+            columns, below,
+        )?));
+    }
+    let above = Projection::try_new(exprs, below)?;
+    Ok(Transformed::yes(LogicalPlan::Projection(above)))
+}
+
+/// The subqueries of a projection's expressions, each moved to a projection below as
+/// whether it has rows.
+struct Counts<'a> {
+    /// The columns of the projection's input.
+    input: &'a DFSchema,
+    /// `(SELECT count(*) …) > 0 AS __floe_has_rows_N`, for the projections below.
+    below: Vec<Expr>,
+    named: &'a mut usize,
+}
+
+impl Counts<'_> {
+    /// `expr` as counts if it is an `IN` or `EXISTS` subquery that refers to the outer
+    /// query only by equalities (DataFusion 53 joins no other scalar subquery).
+    fn of(&mut self, expr: Expr) -> Result<Transformed<Expr>> {
+        let (value, negated) = match expr {
+            Expr::InSubquery(InSubquery { ref subquery, .. })
+            | Expr::Exists(Exists { ref subquery, .. })
+                if !correlated_by_equalities(&subquery.subquery) =>
+            {
+                return Ok(Transformed::no(expr));
+            }
+            Expr::InSubquery(InSubquery {
+                expr: compared,
+                subquery,
+                negated,
+            }) => {
+                let (rows, item) = rows_and_value(&subquery.subquery)?;
+                let equal = item.clone().eq(outer(*compared.clone(), self.input)?);
+                let found = self.has_rows(&rows, Some(equal))?;
+                let holds_null = self.has_rows(&rows, Some(item.is_null()))?;
+                let any = self.has_rows(&rows, None)?;
+                let unknown = holds_null.or(compared.is_null().and(any));
+                let is_in = when(found, lit(true))
+                    .when(unknown, lit(ScalarValue::Boolean(None)))
+                    .otherwise(lit(false))?;
+                (is_in, negated)
+            }
+            Expr::Exists(Exists { subquery, negated }) => {
+                // What the subquery selects does not matter.
+                let rows = match subquery.subquery.as_ref() {
+                    LogicalPlan::Projection(projection) => projection.input.as_ref(),
+                    rows => rows,
+                };
+                (self.has_rows(rows, None)?, negated)
+            }
+            other => return Ok(Transformed::no(other)),
+        };
+        Ok(Transformed::yes(match negated {
+            true => not(value),
+            false => value,
+        }))
+    }
+
+    /// A column of the projection below: whether `rows` has one where `condition` holds,
+    /// `(SELECT count(*) FROM rows WHERE condition) > 0`. Each count and column has a
+    /// name of its own: DataFusion 53 joins two scalar subqueries of one name wrong
+    /// ("Ambiguous reference").
+    fn has_rows(&mut self, rows: &LogicalPlan, condition: Option<Expr>) -> Result<Expr> {
+        *self.named += 1;
+        let builder = match (rows, condition) {
+            // One filter: DataFusion 53 failed to join a correlated filter over another
+            // ("No field named z.k").
+            (LogicalPlan::Filter(filter), Some(condition)) => {
+                LogicalPlanBuilder::from(filter.input.as_ref().clone())
+                    .filter(filter.predicate.clone().and(condition))?
+            }
+            (rows, Some(condition)) => LogicalPlanBuilder::from(rows.clone()).filter(condition)?,
+            (rows, None) => LogicalPlanBuilder::from(rows.clone()),
+        };
+        let counted = builder
+            .aggregate(
+                Vec::<Expr>::new(),
+                vec![count_all().alias(format!("__floe_count_{}", self.named))],
+            )?
+            .build()?;
+        let subquery = Expr::ScalarSubquery(Subquery {
+            outer_ref_columns: counted.all_out_ref_exprs(),
+            subquery: Arc::new(counted),
+            spans: Spans::new(),
+        });
+        let name = format!("__floe_has_rows_{}", self.named);
+        self.below.push(subquery.gt(lit(0i64)).alias(&name));
+        Ok(Expr::Column(Column::from_name(name)))
+    }
+}
+
+/// The rows a one-column subquery filters, and the value it gives of each: under its
+/// projection, where the projection is one expression.
+fn rows_and_value(subquery: &LogicalPlan) -> Result<(LogicalPlan, Expr)> {
+    if let LogicalPlan::Projection(projection) = subquery
+        && let [item] = projection.expr.as_slice()
+    {
+        return Ok((
+            projection.input.as_ref().clone(),
+            item.clone().unalias_nested().data,
+        ));
+    }
+    let column = subquery.schema().columns().into_iter().next();
+    let column = column.ok_or_else(|| FloeError::invalid("an IN subquery must give one column"))?;
+    Ok((subquery.clone(), Expr::Column(column)))
+}
+
+/// Whether `plan` refers to an outer query only in equalities its filters require.
+fn correlated_by_equalities(plan: &LogicalPlan) -> bool {
+    let is_outer = |e: &Expr| Ok(matches!(e, Expr::OuterReferenceColumn(..)));
+    let refers_outside = |e: &Expr| e.exists(is_outer).unwrap_or(true);
+    let mut by_equalities = true;
+    let _ = plan.apply_with_subqueries(|node| {
+        by_equalities = match node {
+            LogicalPlan::Filter(filter) => split_conjunction(&filter.predicate)
+                .into_iter()
+                .all(|c| !refers_outside(c) || is_equality(c)),
+            node => !node.expressions().iter().any(refers_outside),
+        };
+        Ok(match by_equalities {
+            true => TreeNodeRecursion::Continue,
+            false => TreeNodeRecursion::Stop,
+        })
+    });
+    by_equalities
+}
+
+fn is_equality(expr: &Expr) -> bool {
+    matches!(
+        expr,
+        Expr::BinaryExpr(BinaryExpr {
+            op: Operator::Eq,
+            ..
+        })
+    )
+}
+
+/// `expr`, of the outer query's columns (`input`), as the subquery refers to them.
+fn outer(expr: Expr, input: &DFSchema) -> Result<Expr> {
+    let outer = expr.transform(|e| match e {
+        Expr::Column(column) => {
+            let field = input.field_from_column(&column)?;
+            Ok(Transformed::yes(Expr::OuterReferenceColumn(
+                Arc::clone(field),
+                column,
+            )))
+        }
+        other => Ok(Transformed::no(other)),
+    })?;
+    Ok(outer.data)
+}
