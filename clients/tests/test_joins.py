@@ -531,6 +531,26 @@ def test_a_repeated_join_is_computed_once(join_server, name):
     assert scans == (4 if as_planned else 0), plan
 
 
+def test_a_join_over_a_join_of_no_rows_is_planned(join_server):
+    """Every file of `ea` is pruned by `k < 0`, so its join with `eb` is estimated
+    empty, which DataFusion 53 makes an exact 0 beside `eb.k`'s exact NULL count; the
+    join above took one from the other, and a debug build's scheduler panicked (Cargo.toml,
+    apache/datafusion#22146)."""
+    server, reference = join_server
+    a = "SELECT k, CAST(k % 5 AS INT) AS g FROM range(600) r(k)"
+    b = "SELECT CASE WHEN k % 7 = 0 THEN NULL ELSE k * 3 END AS k, CAST(k % 4 AS INT) AS h FROM range(150) r(k)"
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE SCHEMA IF NOT EXISTS empty_join")
+        cur.execute(f"CREATE TABLE empty_join.ea PARTITIONED BY (g) AS {a.replace('range(600) r(k)', 'generate_series(0, 599) r(k)')}")
+        cur.execute(f"CREATE TABLE empty_join.eb AS {b.replace('range(150) r(k)', 'generate_series(0, 149) r(k)')}")
+        sql = ("SELECT {count} FROM {ea} a JOIN {eb} b ON a.g = b.h JOIN {eb} c ON c.k = b.k "
+               "WHERE a.k < {limit}")
+        for count, limit in [("b.k, c.h", 0), ("count(*)", 0), ("b.k, c.h", 2)]:
+            got = rows(query(cur, sql.format(count=count, limit=limit, ea="empty_join.ea", eb="empty_join.eb")))
+            expected = reference.sql(sql.format(count=count, limit=limit, ea=f"({a})", eb=f"({b})")).to_arrow_table()
+            assert got == rows(expected)
+
+
 def test_a_filter_above_a_swapped_join_reads_its_own_sides_column(join_server):
     """A join whose sides were swapped gets a projection restoring its columns' order,
     which names `k` and `s` twice; DataFusion 53's filter pushdown mapped a condition on
