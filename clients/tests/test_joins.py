@@ -531,23 +531,32 @@ def test_a_repeated_join_is_computed_once(join_server, name):
     assert scans == (4 if as_planned else 0), plan
 
 
+def tables_as_selected(cur, schema, tables, partitioned_by=None):
+    """Creates `schema.name AS select` in Floe for each of `tables` ({name: select}) and
+    returns how Floe and DuckDB name each: the table, and the select as a subquery."""
+    cur.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    for name, select in tables.items():
+        partitioning = (partitioned_by or {}).get(name)
+        clause = f" PARTITIONED BY ({partitioning})" if partitioning else ""
+        cur.execute(f"CREATE TABLE {schema}.{name}{clause} AS {select}")
+    return {n: f"{schema}.{n}" for n in tables}, {n: f"({s})" for n, s in tables.items()}
+
+
 def test_a_join_over_a_join_of_no_rows_is_planned(join_server):
-    """Every file of `ea` is pruned by `k < 0`, so its join with `eb` is estimated
-    empty, which DataFusion 53 makes an exact 0 beside `eb.k`'s exact NULL count; the
-    join above took one from the other, and a debug build's scheduler panicked (Cargo.toml,
+    """Every file of `a` is pruned by `k < 0`, so its join with `b` is estimated empty,
+    which DataFusion 53 makes an exact 0 beside `b.k`'s exact NULL count; the join above
+    took one from the other, and a debug build's scheduler panicked (Cargo.toml,
     apache/datafusion#22146)."""
     server, reference = join_server
-    a = "SELECT k, CAST(k % 5 AS INT) AS g FROM range(600) r(k)"
-    b = "SELECT CASE WHEN k % 7 = 0 THEN NULL ELSE k * 3 END AS k, CAST(k % 4 AS INT) AS h FROM range(150) r(k)"
+    tables = {"a": "SELECT k, CAST(k % 5 AS INT) AS g FROM big WHERE k < 600",
+              "b": "SELECT CASE WHEN k % 7 = 0 THEN NULL ELSE k * 3 END AS k, "
+                   "CAST(k % 4 AS INT) AS h FROM big WHERE k < 150"}
+    sql = "SELECT {out} FROM {a} a JOIN {b} b ON a.g = b.h JOIN {b} c ON c.k = b.k WHERE a.k < {below}"
     with server.connect() as conn, conn.cursor() as cur:
-        cur.execute("CREATE SCHEMA IF NOT EXISTS empty_join")
-        cur.execute(f"CREATE TABLE empty_join.ea PARTITIONED BY (g) AS {a.replace('range(600) r(k)', 'generate_series(0, 599) r(k)')}")
-        cur.execute(f"CREATE TABLE empty_join.eb AS {b.replace('range(150) r(k)', 'generate_series(0, 149) r(k)')}")
-        sql = ("SELECT {count} FROM {ea} a JOIN {eb} b ON a.g = b.h JOIN {eb} c ON c.k = b.k "
-               "WHERE a.k < {limit}")
-        for count, limit in [("b.k, c.h", 0), ("count(*)", 0), ("b.k, c.h", 2)]:
-            got = rows(query(cur, sql.format(count=count, limit=limit, ea="empty_join.ea", eb="empty_join.eb")))
-            expected = reference.sql(sql.format(count=count, limit=limit, ea=f"({a})", eb=f"({b})")).to_arrow_table()
+        in_floe, in_duckdb = tables_as_selected(cur, "empty_join", tables, {"a": "g"})
+        for out, below in [("b.k, c.h", 0), ("count(*)", 0), ("b.k, c.h", 2)]:
+            got = rows(query(cur, sql.format(out=out, below=below, **in_floe)))
+            expected = reference.sql(sql.format(out=out, below=below, **in_duckdb)).to_arrow_table()
             assert got == rows(expected)
 
 
@@ -557,17 +566,14 @@ def test_a_filter_above_a_swapped_join_reads_its_own_sides_column(join_server):
     `a.s` above it to `b.s`, the first `s` (src/cluster/projection_filters.rs). The keys
     differ in type (INT, BIGINT): a second such projection drops the cast key."""
     server, reference = join_server
-    left = "SELECT k, 's' || CAST(k % 13 AS VARCHAR) AS s FROM big WHERE k < 600"
-    right = "SELECT k * 3 AS k, 's' || CAST(k % 6 AS VARCHAR) AS s FROM big WHERE k < 150"
+    tables = {"a": "SELECT k, 's' || CAST(k % 13 AS VARCHAR) AS s FROM big WHERE k < 600",
+              "b": "SELECT k * 3 AS k, 's' || CAST(k % 6 AS VARCHAR) AS s FROM big WHERE k < 150"}
+    sql = ("SELECT a.k AS ak, b.k AS bk, b.s AS bs FROM {a} a FULL JOIN {b} b ON a.k = b.k "
+           "WHERE a.s LIKE 's1%' AND b.s IS NOT NULL")
     with server.connect() as conn, conn.cursor() as cur:
-        cur.execute("CREATE SCHEMA IF NOT EXISTS swapped")
-        cur.execute(f"CREATE TABLE swapped.a AS {left}")
-        cur.execute(f"CREATE TABLE swapped.b AS {right}")
-        sql = ("SELECT a.k AS ak, b.k AS bk, b.s AS bs FROM {a} a FULL JOIN {b} b ON a.k = b.k "
-               "WHERE a.s LIKE 's1%' AND b.s IS NOT NULL")
-        got = rows(query(cur, sql.format(a="swapped.a", b="swapped.b")))
-    expected = rows(reference.sql(sql.format(a=f"({left})", b=f"({right})")).to_arrow_table())
-    assert got == expected
+        in_floe, in_duckdb = tables_as_selected(cur, "swapped", tables)
+        got = rows(query(cur, sql.format(**in_floe)))
+    assert got == rows(reference.sql(sql.format(**in_duckdb)).to_arrow_table())
     assert {r[2] for r in got} != {"s1"}, got  # the wrong answer kept only b.s LIKE 's1%'
 
 
