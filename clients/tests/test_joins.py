@@ -577,6 +577,26 @@ def test_a_filter_above_a_swapped_join_reads_its_own_sides_column(join_server):
     assert {r[2] for r in got} != {"s1"}, got  # the wrong answer kept only b.s LIKE 's1%'
 
 
+def test_windows_over_filtered_rows_answer_as_duckdb(join_server):
+    """A window whose columns a filter makes constant needs no sort in DataFusion 53, but
+    a stage's input knows no constant, and the executors refused it ("Expects PARTITION
+    BY expression to be ordered"; src/cluster/window_sorts.rs). A window over a filter of
+    `IN (…) OR IN (…)` (mark joins) failed to plan ("Window schema has wrong number of
+    fields"; src/sql/windows.rs)."""
+    server, reference = join_server
+    queries = [
+        "SELECT k, sum(v) OVER (PARTITION BY k ORDER BY k) AS w FROM big WHERE k IN (54)",
+        "SELECT k, count(*) OVER (PARTITION BY v) AS w FROM big WHERE v = 7",
+        "SELECT k, rank() OVER (PARTITION BY v ORDER BY v) AS w FROM big WHERE v = 3",
+        "SELECT k, lag(k, 2) OVER (PARTITION BY v ORDER BY k) AS w FROM big WHERE v = 5 AND k < 900",
+        "SELECT k, max(v) OVER (PARTITION BY v ORDER BY k ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS w "
+        "FROM big WHERE k IN (SELECT k FROM small) OR k IN (SELECT v * 10 FROM small)",
+    ]
+    with server.connect() as conn, conn.cursor() as cur:
+        for sql in queries:
+            assert answers_as_duckdb(cur, reference, sql), sql
+
+
 def test_ntile_splits_rows_as_duckdb_does(join_server):
     """`ntile` puts the larger buckets first (src/cluster/ntile.rs; DataFusion 53's own
     spreads them: 30 rows in 4 buckets of 8, 7, 8, 7), on the executors and on the

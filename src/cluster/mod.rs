@@ -37,6 +37,7 @@ pub(crate) mod single_row;
 mod statistics_answers;
 mod table_functions;
 mod task_errors;
+mod window_sorts;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -135,6 +136,7 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
     let mut rules = projection_filters::with_filters_below_repeated_names(rules);
     rules.push(Arc::new(like_segments::LIKE_SEGMENTS));
     rules.push(Arc::new(filter_order::FILTER_ORDER));
+    rules.push(Arc::new(window_sorts::WINDOW_SORTS));
     rules.push(Arc::new(
         empty_projections::ONE_COLUMN_FOR_EMPTY_PROJECTIONS,
     ));

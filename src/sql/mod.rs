@@ -945,6 +945,7 @@ async fn plan_resolved(
     let plan = set_operations::with_multiset_intersect_and_except(plan)?;
     let plan = lateral::lateral_unnests_as_plain(plan)?;
     let plan = windows::windows_in_sorts_computed(plan)?;
+    let plan = windows::subquery_filters_under_windows_projected(plan)?;
     let plan = using_joins::with_merged_using_columns(plan)?;
     let plan = scalar_subqueries::with_single_row_scalar_subqueries(plan)?;
     let plan = subquery_values::with_subqueries_as_counts(plan)?;

@@ -12,6 +12,12 @@
 //! A window function in `ORDER BY` only (`SELECT k FROM t ORDER BY row_number() OVER
 //! (…)`) was left by DataFusion 53 inside the sort, which its physical planner refuses;
 //! Floe computes it in a window below the sort and projects it away above.
+//!
+//! A window over a filter whose subqueries DataFusion 53 turns into mark joins (`IN
+//! (…)` under `OR`) kept the columns of the filter's old input while the filter passed
+//! the marks on; its common subexpression elimination then refused the plan ("Window
+//! schema has wrong number of fields"). A projection of the filter's columns between
+//! them drops the marks.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -20,7 +26,7 @@ use std::sync::Arc;
 use datafusion::common::Column;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::logical_expr::utils::find_window_exprs;
-use datafusion::logical_expr::{Expr as PlanExpr, LogicalPlan, LogicalPlanBuilder, Sort};
+use datafusion::logical_expr::{Expr as PlanExpr, LogicalPlan, LogicalPlanBuilder, Sort, Window};
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::{
     Expr, Ident, NamedWindowDefinition, NamedWindowExpr, Query, Select, SetExpr, VisitMut,
@@ -40,6 +46,36 @@ pub(super) fn named_windows_resolved(statement: &mut Statement) -> Result<()> {
         ControlFlow::Break(e) => Err(e),
         ControlFlow::Continue(()) => Ok(()),
     }
+}
+
+/// `plan` with a projection of its columns over each filter with subqueries under a
+/// window (see the module documentation).
+pub(super) fn subquery_filters_under_windows_projected(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let plan = plan.transform_up_with_subqueries(|node| match node {
+        LogicalPlan::Window(window) if filters_by_subqueries(&window.input) => {
+            let columns = window.input.schema().columns();
+            let projected = LogicalPlanBuilder::from(Arc::unwrap_or_clone(window.input))
+                .project(columns.into_iter().map(PlanExpr::Column))?
+                .build()?;
+            let window = Window::try_new(window.window_expr, Arc::new(projected))?;
+            Ok(Transformed::yes(LogicalPlan::Window(window)))
+        }
+        other => Ok(Transformed::no(other)),
+    })?;
+    Ok(plan.data)
+}
+
+fn filters_by_subqueries(plan: &LogicalPlan) -> bool {
+    let LogicalPlan::Filter(filter) = plan else {
+        return false;
+    };
+    let is_subquery = |e: &PlanExpr| {
+        Ok(matches!(
+            e,
+            PlanExpr::InSubquery(_) | PlanExpr::Exists(_) | PlanExpr::ScalarSubquery(_)
+        ))
+    };
+    filter.predicate.exists(is_subquery).unwrap_or(true)
 }
 
 /// `plan` with the window functions of each sort computed below it.
