@@ -1,6 +1,6 @@
-//! `x IN (subquery)` and `EXISTS (subquery)` as values of a select list or `GROUP BY`
-//! (`SELECT k IN (SELECT …) AS found`, `CASE WHEN EXISTS (…) THEN …`), as PostgreSQL,
-//! DuckDB and Trino answer them. DataFusion 53 turns them into joins only in filters
+//! `x IN (subquery)`, `EXISTS (subquery)` and `x > ALL (subquery)` as values of a select
+//! list or `GROUP BY` (`SELECT k IN (SELECT …) AS found`, `CASE WHEN EXISTS (…) THEN …`),
+//! as PostgreSQL, DuckDB and Trino answer them. DataFusion 53 turns them into joins only in filters
 //! (`WHERE`, `HAVING`) and refuses them in a projection or an aggregate ("Physical plan
 //! does not support logical expression InSubquery"). There they become counts of the
 //! subquery's rows, scalar subqueries that DataFusion joins (correlated ones by their
@@ -8,7 +8,8 @@
 //!
 //! * `x IN (S)` is true where S has a row equal to `x`, else unknown where S holds a
 //!   NULL, or `x` is NULL and S has rows, else false (SQL's three values);
-//! * `EXISTS (S)` is whether S has a row.
+//! * `EXISTS (S)` is whether S has a row;
+//! * `x > ALL (S)`, `x <= ANY (S)`, …: by S's least and greatest values.
 //!
 //! The value S gives is compared where it is computed, below S's projection, so that the
 //! comparison reads the outer query's `x` as resolved and S's own columns.
@@ -18,15 +19,26 @@ use std::sync::Arc;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, DFSchema, ExprSchema, ScalarValue, Spans};
 use datafusion::functions_aggregate::count::count_all;
-use datafusion::logical_expr::expr::{BinaryExpr, Exists, InSubquery};
+use datafusion::functions_aggregate::expr_fn::{max, min};
+use datafusion::logical_expr::expr::{
+    BinaryExpr, Exists, InSubquery, SetComparison, SetQuantifier,
+};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{
-    Aggregate, Expr, LogicalPlan, LogicalPlanBuilder, Operator, Projection, Subquery, lit, not,
-    when,
+    Aggregate, Expr, LogicalPlan, LogicalPlanBuilder, Operator, Projection, Subquery, binary_expr,
+    lit, not, when,
 };
 
 use crate::error::{FloeError, Result};
+
+/// How many scalar subqueries a statement's values may become: each is a join, and
+/// planning a chain of joins takes time and stack as it grows (60 took 2.6 s in a debug
+/// build). Beyond that they stay as they are, refused by DataFusion.
+const MAX_SUBQUERIES: usize = 64;
+
+/// The most scalar subqueries one value becomes (`x > ALL (S)`).
+const SUBQUERIES_PER_VALUE: usize = 4;
 
 /// `plan` with the `IN` and `EXISTS` subqueries of its projections and aggregates
 /// counted (see the module documentation).
@@ -44,7 +56,10 @@ pub(super) fn with_subqueries_as_counts(plan: LogicalPlan) -> Result<LogicalPlan
 }
 
 fn is_subquery_value(expr: &Expr) -> bool {
-    matches!(expr, Expr::InSubquery(_) | Expr::Exists(_))
+    matches!(
+        expr,
+        Expr::InSubquery(_) | Expr::Exists(_) | Expr::SetComparison(_)
+    )
 }
 
 /// An aggregate whose groups or arguments hold subqueries (`GROUP BY CASE WHEN k IN
@@ -139,7 +154,8 @@ fn counted_projection(
 struct Counts<'a> {
     /// The columns of the projection's input.
     input: &'a DFSchema,
-    /// `(SELECT count(*) …) > 0 AS __floe_has_rows_N`, for the projections below.
+    /// `(SELECT count(*) …) > 0 AS __floe_subquery_N` and the like, for the projections
+    /// below.
     below: Vec<Expr>,
     named: &'a mut usize,
 }
@@ -148,9 +164,13 @@ impl Counts<'_> {
     /// `expr` as counts if it is an `IN` or `EXISTS` subquery that refers to the outer
     /// query only by equalities (DataFusion 53 joins no other scalar subquery).
     fn of(&mut self, expr: Expr) -> Result<Transformed<Expr>> {
+        if *self.named + SUBQUERIES_PER_VALUE > MAX_SUBQUERIES {
+            return Ok(Transformed::no(expr));
+        }
         let (value, negated) = match expr {
             Expr::InSubquery(InSubquery { ref subquery, .. })
             | Expr::Exists(Exists { ref subquery, .. })
+            | Expr::SetComparison(SetComparison { ref subquery, .. })
                 if !correlated_by_equalities(&subquery.subquery) =>
             {
                 return Ok(Transformed::no(expr));
@@ -171,6 +191,7 @@ impl Counts<'_> {
                     .otherwise(lit(false))?;
                 (is_in, negated)
             }
+            Expr::SetComparison(comparison) => return self.set_comparison(comparison),
             Expr::Exists(Exists { subquery, negated }) => {
                 // What the subquery selects does not matter.
                 let rows = match subquery.subquery.as_ref() {
@@ -187,11 +208,68 @@ impl Counts<'_> {
         }))
     }
 
+    /// `x op ANY (S)` or `x op ALL (S)` by S's least and greatest values (a comparison of
+    /// each row with `x` would not be an equality DataFusion can join by), with SQL's
+    /// NULLs: `ANY` is true where some row compares true, else unknown where a row or `x`
+    /// is NULL and S has rows, else false; `ALL` is false where some row compares false,
+    /// else unknown where a row or `x` is NULL, else true (so for no rows).
+    fn set_comparison(&mut self, comparison: SetComparison) -> Result<Transformed<Expr>> {
+        use Operator::{Eq, Gt, GtEq, Lt, LtEq, NotEq};
+        let (quantifier, op) = (comparison.quantifier, comparison.op);
+        if let (SetQuantifier::Any, Eq) | (SetQuantifier::All, NotEq) = (quantifier, op) {
+            let is_in = InSubquery::new(comparison.expr, comparison.subquery, op == NotEq);
+            return self.of(Expr::InSubquery(is_in));
+        }
+        if !matches!(op, Eq | NotEq | Gt | GtEq | Lt | LtEq) {
+            return Ok(Transformed::no(Expr::SetComparison(comparison)));
+        }
+        let (rows, item) = rows_and_value(&comparison.subquery.subquery)?;
+        let x = *comparison.expr;
+        let compare = |extreme: &Expr| binary_expr(x.clone(), op, extreme.clone());
+        let any = self.has_rows(&rows, None)?;
+        let holds_null = self.has_rows(&rows, Some(item.clone().is_null()))?;
+        let least = self.aggregated(&rows, None, min(item.clone()), |v| v)?;
+        let greatest = self.aggregated(&rows, None, max(item), |v| v)?;
+        let unknown = lit(ScalarValue::Boolean(None));
+        let (no_rows, decided, decides) = match (quantifier, op) {
+            // `= ALL` is false where a row differs; `<> ANY` true.
+            (_, Eq) => (
+                true,
+                not(compare(&least)).or(not(compare(&greatest))),
+                false,
+            ),
+            (_, NotEq) => (false, compare(&least).or(compare(&greatest)), true),
+            // `> ANY` is true where x is greater than the least; `> ALL` false where it
+            // is not greater than the greatest.
+            (SetQuantifier::Any, Gt | GtEq) => (false, compare(&least), true),
+            (SetQuantifier::Any, _) => (false, compare(&greatest), true),
+            (SetQuantifier::All, Gt | GtEq) => (true, not(compare(&greatest)), false),
+            (SetQuantifier::All, _) => (true, not(compare(&least)), false),
+        };
+        let value = when(not(any), lit(no_rows))
+            .when(x.clone().is_null(), unknown.clone())
+            .when(decided, lit(decides))
+            .when(holds_null, unknown)
+            .otherwise(lit(!decides))?;
+        Ok(Transformed::yes(value))
+    }
+
     /// A column of the projection below: whether `rows` has one where `condition` holds,
-    /// `(SELECT count(*) FROM rows WHERE condition) > 0`. Each count and column has a
-    /// name of its own: DataFusion 53 joins two scalar subqueries of one name wrong
-    /// ("Ambiguous reference").
+    /// `(SELECT count(*) FROM rows WHERE condition) > 0`.
     fn has_rows(&mut self, rows: &LogicalPlan, condition: Option<Expr>) -> Result<Expr> {
+        self.aggregated(rows, condition, count_all(), |count| count.gt(lit(0i64)))
+    }
+
+    /// A column of the projection below: `value` of `(SELECT aggregate FROM rows WHERE
+    /// condition)`. Each aggregate and column has a name of its own: DataFusion 53 joins
+    /// two scalar subqueries of one name wrong ("Ambiguous reference").
+    fn aggregated(
+        &mut self,
+        rows: &LogicalPlan,
+        condition: Option<Expr>,
+        aggregate: Expr,
+        value: impl FnOnce(Expr) -> Expr,
+    ) -> Result<Expr> {
         *self.named += 1;
         let builder = match (rows, condition) {
             // One filter: DataFusion 53 failed to join a correlated filter over another
@@ -206,7 +284,7 @@ impl Counts<'_> {
         let counted = builder
             .aggregate(
                 Vec::<Expr>::new(),
-                vec![count_all().alias(format!("__floe_count_{}", self.named))],
+                vec![aggregate.alias(format!("__floe_aggregate_{}", self.named))],
             )?
             .build()?;
         let subquery = Expr::ScalarSubquery(Subquery {
@@ -214,8 +292,8 @@ impl Counts<'_> {
             subquery: Arc::new(counted),
             spans: Spans::new(),
         });
-        let name = format!("__floe_has_rows_{}", self.named);
-        self.below.push(subquery.gt(lit(0i64)).alias(&name));
+        let name = format!("__floe_subquery_{}", self.named);
+        self.below.push(value(subquery).alias(&name));
         Ok(Expr::Column(Column::from_name(name)))
     }
 }
