@@ -36,6 +36,10 @@ QUERIES = {
     # drop (apache/datafusion#23900; src/cluster/not_in_filters.rs).
     "null-aware anti, NULL inside, key filtered": "SELECT count(*) FROM small WHERE k < 9500 AND k NOT IN "
                                                   "(SELECT CASE WHEN k = 0 THEN NULL ELSE k END FROM big)",
+    # The same through a filter merged into the NOT IN's filter and pushed down again.
+    "null-aware anti, NULL inside, key filtered outside": "WITH c AS (SELECT k, v FROM small WHERE k NOT IN "
+                                                          "(SELECT CASE WHEN k = 0 THEN NULL ELSE k END FROM big) "
+                                                          "AND v <> 10) SELECT count(*) FROM c WHERE k < 9500",
     "semi, big in small": "SELECT count(*) FROM big WHERE k IN (SELECT k FROM small)",
     "anti, big not in small": "SELECT count(*) FROM big WHERE NOT EXISTS "
                               "(SELECT 1 FROM small WHERE big.k = small.k)",

@@ -58,12 +58,13 @@ impl OptimizerRule for NotInKept {
     }
 }
 
-/// Whether `plan` is a null-aware join or has one as its input: the nodes where
-/// DataFusion's rule reads a join's keys.
+/// Whether `plan` holds a null-aware join: DataFusion's rule reads a join's keys at the
+/// join, at a filter over it, and at a filter further up that it merges into that one
+/// and pushes down again in the same call (the outer query's `WHERE v > 10` over a
+/// `WITH` query's `WHERE k NOT IN (…) AND g <> 10` took the `NOT IN`'s NULLs).
 fn reaches_null_aware_join(plan: &LogicalPlan) -> bool {
-    let null_aware =
-        |plan: &LogicalPlan| matches!(plan, LogicalPlan::Join(join) if join.null_aware);
-    null_aware(plan) || plan.inputs().into_iter().any(null_aware)
+    plan.exists(|node| Ok(matches!(node, LogicalPlan::Join(join) if join.null_aware)))
+        .unwrap_or(true)
 }
 
 /// Wraps (`hide`) or unwraps the right keys of a null-aware join.
