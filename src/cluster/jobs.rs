@@ -215,7 +215,7 @@ impl Cluster {
                 Ok(locations)
             }
             Some(job_status::Status::Failed(failed)) => Err(failed_job_error(&failed.error)),
-            // As where the scheduler failed while planning the job (a panic).
+            // The scheduler failed while planning the job, for one (a panic).
             _ => Err(FloeError::internal(format!(
                 "job {} ended without a status; the coordinator's log has the cause",
                 job.job_id

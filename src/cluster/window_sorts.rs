@@ -5,7 +5,7 @@
 //! plan below the window into stages, and a stage's input knows no constant: the window,
 //! built again on an executor, failed ("Expects PARTITION BY expression to be ordered",
 //! or an assertion for a window without `ORDER BY`). Such a window gets the sort it
-//! requires (of constant values, so cheap) in its own stage.
+//! requires (of constant values, so cheap), which goes with it to the executors.
 
 use std::sync::Arc;
 

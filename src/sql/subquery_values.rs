@@ -40,8 +40,8 @@ const MAX_SUBQUERIES: usize = 64;
 /// The most scalar subqueries one value becomes (`x > ALL (S)`).
 const SUBQUERIES_PER_VALUE: usize = 4;
 
-/// `plan` with the `IN` and `EXISTS` subqueries of its projections and aggregates
-/// counted (see the module documentation).
+/// `plan` with the `IN`, `EXISTS`, `ANY` and `ALL` subqueries of its projections and
+/// aggregates computed by scalar subqueries (see the module documentation).
 pub(super) fn with_subqueries_as_counts(plan: LogicalPlan) -> Result<LogicalPlan> {
     let mut named = 0;
     let plan = plan.transform_up_with_subqueries(|node| {
@@ -150,7 +150,7 @@ fn counted_projection(
 }
 
 /// The subqueries of a projection's expressions, each moved to a projection below as
-/// whether it has rows.
+/// the counts or values it is computed from.
 struct Counts<'a> {
     /// The columns of the projection's input.
     input: &'a DFSchema,
@@ -161,8 +161,9 @@ struct Counts<'a> {
 }
 
 impl Counts<'_> {
-    /// `expr` as counts if it is an `IN` or `EXISTS` subquery that refers to the outer
-    /// query only by equalities (DataFusion 53 joins no other scalar subquery).
+    /// `expr` computed by scalar subqueries if it is an `IN`, `EXISTS`, `ANY` or `ALL`
+    /// subquery that refers to the outer query only by equalities (DataFusion 53 joins
+    /// no other scalar subquery), and the statement's limit allows.
     fn of(&mut self, expr: Expr) -> Result<Transformed<Expr>> {
         if *self.named + SUBQUERIES_PER_VALUE > MAX_SUBQUERIES {
             return Ok(Transformed::no(expr));
