@@ -72,7 +72,11 @@ impl VisitorMut for Rewriter {
             Statement::Update(update) => update.selection.as_mut(),
             _ => None,
         };
-        match selection.map_or(Ok(()), |condition| self.filter(condition)) {
+        // Not only a filter: a rewrite of data files keeps the rows where the condition
+        // is not true, and a mark join's false for unknown kept too few there (`NOT (k
+        // IN (…))` deleted the rows whose `k` is NULL). Only an `IN` under `AND`/`OR`
+        // stays a mark join.
+        match selection.map_or(Ok(()), |condition| self.monotone(condition)) {
             Ok(()) => ControlFlow::Continue(()),
             Err(e) => ControlFlow::Break(e),
         }
