@@ -936,6 +936,7 @@ def test_in_and_exists_as_values_answer_as_postgresql_does(join_server, postgres
         "SELECT k, k < ANY (SELECT k FROM vu), k >= ALL (SELECT h FROM vu WHERE h > 100) FROM vt",
         "SELECT k, k = ALL (SELECT h FROM vu WHERE h = 1), k <> ANY (SELECT h FROM vu WHERE h < 3) FROM vt",
         "SELECT k, k = ANY (SELECT k FROM vu), k <> ALL (SELECT k FROM vu WHERE k IS NOT NULL) FROM vt",
+        "SELECT k, 'it''s' IN (SELECT 'it''s' FROM vu WHERE h = k) AS \"q\"\"t\" FROM vt",
         # 30 scalar subqueries: a task's plan nests deeper than prost's default limit of 100
         # messages, and the executor refused it (Cargo.toml).
         "SELECT k, " + ", ".join(f"k {op} (SELECT h + {i} FROM vu)" for i, op in

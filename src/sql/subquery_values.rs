@@ -45,7 +45,9 @@ const SUBQUERIES_PER_VALUE: usize = 4;
 pub(super) fn with_subqueries_as_counts(plan: LogicalPlan) -> Result<LogicalPlan> {
     let mut named = 0;
     let plan = plan.transform_up_with_subqueries(|node| {
+        // Every statement passes here: only a node holding such a subquery is rebuilt.
         match node {
+            node if !holds_subquery_values(&node) => Ok(Transformed::no(node)),
             LogicalPlan::Projection(projection) => counted_projection(projection, &mut named),
             LogicalPlan::Aggregate(_) => aggregate_of_values(node, &mut named),
             other => Ok(Transformed::no(other)),
@@ -64,14 +66,13 @@ fn is_subquery_value(expr: &Expr) -> bool {
 
 /// An aggregate whose groups or arguments hold subqueries (`GROUP BY CASE WHEN k IN
 /// (SELECT …) …`) over a projection that computes their values.
-fn aggregate_of_values(node: LogicalPlan, named: &mut usize) -> Result<Transformed<LogicalPlan>> {
-    let holds_subqueries = node
-        .expressions()
+fn holds_subquery_values(node: &LogicalPlan) -> bool {
+    node.expressions()
         .iter()
-        .any(|e| e.exists(|e| Ok(is_subquery_value(e))).unwrap_or(false));
-    if !holds_subqueries {
-        return Ok(Transformed::no(node));
-    }
+        .any(|e| e.exists(|e| Ok(is_subquery_value(e))).unwrap_or(false))
+}
+
+fn aggregate_of_values(node: LogicalPlan, named: &mut usize) -> Result<Transformed<LogicalPlan>> {
     let names = NamePreserver::new(&node);
     let LogicalPlan::Aggregate(aggregate) = node else {
         return Ok(Transformed::no(node));
