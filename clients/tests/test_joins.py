@@ -586,7 +586,8 @@ def test_windows_over_filtered_rows_answer_as_duckdb(join_server):
     a stage's input knows no constant, and the executors refused it ("Expects PARTITION
     BY expression to be ordered"; src/cluster/window_sorts.rs). A window over a filter of
     `IN (…) OR IN (…)` (mark joins) failed to plan ("Window schema has wrong number of
-    fields"; src/sql/windows.rs)."""
+    fields"; src/sql/windows.rs). A window over a repartition of one ordered partition
+    failed likewise: the repartition becomes a shuffle, whose reader knows no order."""
     server, reference = join_server
     queries = [
         "SELECT k, sum(v) OVER (PARTITION BY k ORDER BY k) AS w FROM big WHERE k IN (54)",
@@ -595,10 +596,44 @@ def test_windows_over_filtered_rows_answer_as_duckdb(join_server):
         "SELECT k, lag(k, 2) OVER (PARTITION BY v ORDER BY k) AS w FROM big WHERE v = 5 AND k < 900",
         "SELECT k, max(v) OVER (PARTITION BY v ORDER BY k ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS w "
         "FROM big WHERE k IN (SELECT k FROM small) OR k IN (SELECT v * 10 FROM small)",
+        # Over a repartition of one ordered partition, which becomes a shuffle.
+        "SELECT k, row_number() OVER (ORDER BY k) AS r, ntile(4) OVER (ORDER BY v, k) AS n, "
+        "max(k) OVER (PARTITION BY v ORDER BY v) AS m FROM big WHERE k % 3 = 0",
     ]
     with server.connect() as conn, conn.cursor() as cur:
         for sql in queries:
             assert answers_as_duckdb(cur, reference, sql), sql
+
+
+def test_windows_computed_backwards_or_ignoring_nulls_answer_as_duckdb_does(join_server):
+    """A window over rows sorted the other way is computed backwards (`lead` as `lag`
+    flagged as reversed), and `IGNORE NULLS` is a flag too: datafusion-proto sent
+    neither flag to the executors, which computed `lead` as `lag` and ignored no NULL
+    (src/cluster/window_variants.rs). And `lead(n, 2) IGNORE NULLS` answered NULL where
+    the rows ahead held NULLs, even on one machine (apache/datafusion#25471)."""
+    server, reference = join_server
+    nulls = "(SELECT k, v, CASE WHEN k % 3 = 0 THEN NULL ELSE k END AS n FROM big WHERE k < 90) t"
+    queries = [
+        "SELECT k, lead(k, 2) OVER (PARTITION BY v ORDER BY k) AS l, "
+        "row_number() OVER (PARTITION BY v ORDER BY k DESC) AS r FROM big WHERE k < 1000",
+        "SELECT k, lead(k, 1, -1) OVER (PARTITION BY v ORDER BY k DESC) AS l, nth_value(k, 3) OVER "
+        "(PARTITION BY v ORDER BY k GROUPS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n FROM big WHERE k < 1000",
+        "SELECT k, first_value(v) OVER (ORDER BY k DESC ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS f, "
+        "nth_value(k, 3) OVER (ORDER BY k GROUPS BETWEEN 3 FOLLOWING AND UNBOUNDED FOLLOWING) AS n "
+        "FROM big WHERE k < 500",
+        f"SELECT k, lag(n) IGNORE NULLS OVER (ORDER BY k) AS l, lead(n, 2) IGNORE NULLS OVER (ORDER BY k) AS d, "
+        f"last_value(n) IGNORE NULLS OVER (ORDER BY k ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS f FROM {nulls}",
+        f"SELECT k, first_value(n) IGNORE NULLS OVER (PARTITION BY v % 2 ORDER BY k DESC "
+        f"ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS f, "
+        f"row_number() OVER (PARTITION BY v % 2 ORDER BY k) AS r FROM {nulls}",
+        f"SELECT k, lead(n, 3, -1) IGNORE NULLS OVER (PARTITION BY v % 4 ORDER BY k) AS a, "
+        f"lag(n, 2, 0) IGNORE NULLS OVER (PARTITION BY v % 4 ORDER BY k DESC) AS b FROM {nulls}",
+    ]
+    with server.connect() as conn, conn.cursor() as cur:
+        for sql in queries:
+            in_duckdb = sql.replace(") IGNORE NULLS", " IGNORE NULLS)")  # its syntax: lag(n IGNORE NULLS)
+            expected = rows(reference.sql(in_duckdb).to_arrow_table())
+            assert expected and rows(query(cur, sql)) == expected, sql
 
 
 def test_ntile_splits_rows_as_duckdb_does(join_server):
@@ -953,6 +988,45 @@ def test_in_and_exists_as_values_answer_as_postgresql_does(join_server, postgres
         for sql in queries:
             expected = sorted(postgres.psql(sql).splitlines())
             got = sorted("|".join(text(v) for v in r.values()) for r in query(cur, sql).to_pylist())
+            assert got == expected, sql
+
+
+def test_aggregates_over_moving_frames_answer_as_postgresql_does(join_server, postgres):
+    """An aggregate over a moving frame: a `RANGE` frame that is empty between non-empty
+    ones (keys or dates with gaps) left DataFusion 53 counting the rows of the frame
+    before it again, and a frame of only NULLs gave `min` a value it had seen and `avg`
+    NaN (src/cluster/frame_aggregates.rs)."""
+    server, _ = join_server
+    keys = [1, 2, 3, 7, 8, 12, 20, 21, 22, 30, 31, 45]
+    values = [(k, datetime.date(2024, 1, 1) + datetime.timedelta(days=2 * k), k % 2,
+               None if k in (7, 8, 12, 30) else k * 0.5, None if k in (2, 3) else f"{k}.25") for k in keys]
+    sql_value = lambda v: "NULL" if v is None else f"DATE '{v}'" if isinstance(v, datetime.date) else str(v)
+    rows_sql = ", ".join("(" + ", ".join(sql_value(v) for v in row) + ")" for row in values)
+    queries = [
+        "SELECT k, sum(x) OVER w AS s, count(x) OVER w AS c, count(*) OVER w AS n, max(x) OVER w AS mx, "
+        "min(m) OVER w AS mn, avg(x) OVER w AS a FROM moving WINDOW w AS (ORDER BY k RANGE BETWEEN 3 FOLLOWING "
+        "AND 5 FOLLOWING)",
+        "SELECT k, sum(m) OVER w AS s, count(*) OVER w AS n, min(x) OVER w AS mn FROM moving "
+        "WINDOW w AS (ORDER BY d RANGE BETWEEN INTERVAL '7 days' PRECEDING AND INTERVAL '3 days' PRECEDING)",
+        "SELECT k, sum(k) OVER w AS s, max(m) OVER w AS mx FROM moving "
+        "WINDOW w AS (PARTITION BY g ORDER BY k DESC RANGE BETWEEN 4 PRECEDING AND 1 PRECEDING)",
+        "SELECT k, min(x) OVER w AS mn, avg(x) OVER w AS a, avg(m) OVER w AS am, stddev(x) OVER w AS sd "
+        "FROM moving WINDOW w AS (ORDER BY k ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)",
+        "SELECT k, min(x) OVER w AS mn, avg(m) OVER w AS am FROM moving "
+        "WINDOW w AS (ORDER BY k ROWS BETWEEN 2 FOLLOWING AND 3 FOLLOWING)",
+        "SELECT g, sum(sum(x)) OVER (ORDER BY g RANGE BETWEEN 1 FOLLOWING AND 1 FOLLOWING) AS s "
+        "FROM moving GROUP BY g",
+    ]
+    number = lambda v: None if v in (None, "") else round(float(v), 9)
+    with server.connect() as conn, conn.cursor() as cur:
+        postgres.psql("CREATE TABLE moving (k BIGINT, d DATE, g INT, x DOUBLE PRECISION, m DECIMAL(8, 2)); "
+                      f"INSERT INTO moving VALUES {rows_sql}")
+        cur.execute("CREATE TABLE moving (k BIGINT, d DATE, g INT, x DOUBLE, m DECIMAL(8, 2))")
+        cur.execute(f"INSERT INTO moving VALUES {rows_sql}")
+        for sql in queries:
+            expected = sorted((tuple(number(v) for v in line.split("|"))
+                               for line in postgres.psql(sql).splitlines()), key=repr)
+            got = sorted((tuple(number(v) for v in r.values()) for r in query(cur, sql).to_pylist()), key=repr)
             assert got == expected, sql
 
 

@@ -75,14 +75,19 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
 /// DataFusion's functions, including the nested (array, map) ones that Ballista's
 /// default executor registry leaves out, and Floe's `row_number`, `rank`,
 /// `dense_rank`, `ntile`, `cardinality`, `array_length`, `array_ndims`,
-/// `array_position`, `median`,
+/// `array_position`, `median`, the `floe_frame_*` aggregates over moving frames,
+/// the variants of `lag`, `lead`, `first_value`, `last_value` and `nth_value`,
 /// `floe_single_row`, `floe_interval_times`, `floe_cast_label` and `replace`.
 fn function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
     for f in all_default_nested_functions() {
         registry.scalar_functions.insert(f.name().to_string(), f);
     }
-    for udwf in super::signed::signed_window_functions() {
+    for udwf in super::signed::signed_window_functions()
+        .into_iter()
+        .chain(super::frame_aggregates::frame_aggregates())
+        .chain(super::window_variants::window_variants())
+    {
         registry
             .window_functions
             .insert(udwf.name().to_string(), udwf);

@@ -17,6 +17,7 @@ mod executor;
 mod explain;
 mod filter_estimates;
 mod filter_order;
+pub(crate) mod frame_aggregates;
 mod held_outputs;
 pub(crate) mod interval_times;
 mod jobs;
@@ -38,6 +39,7 @@ mod statistics_answers;
 mod table_functions;
 mod task_errors;
 mod window_sorts;
+pub(crate) mod window_variants;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,7 +52,9 @@ use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
 use ballista_scheduler::scheduler_process::create_scheduler;
 use ballista_scheduler::scheduler_server::SchedulerServer;
 use datafusion::catalog::MemoryCatalogProviderList;
+use datafusion::common::tree_node::Transformed;
 use datafusion::execution::{FunctionRegistry, SessionState, SessionStateBuilder};
+use datafusion::logical_expr::{Expr, LogicalPlan, Window};
 use datafusion::optimizer::Optimizer;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -128,6 +132,35 @@ pub fn session_config(catalog_name: &str, target_partitions: usize) -> SessionCo
     config
 }
 
+/// `plan` with each window function that `replace` replaces computed by what it gives,
+/// under the function's name (which names its column).
+fn window_functions_replaced(
+    plan: LogicalPlan,
+    replace: impl Fn(&Expr) -> Option<Expr>,
+) -> datafusion::error::Result<LogicalPlan> {
+    plan.transform_up_with_subqueries(|node| {
+        let LogicalPlan::Window(window) = node else {
+            return Ok(Transformed::no(node));
+        };
+        let mut changed = false;
+        let exprs = (window.window_expr.iter())
+            .map(|expr| match replace(expr) {
+                Some(replacement) => {
+                    changed = true;
+                    replacement.alias(expr.schema_name().to_string())
+                }
+                None => expr.clone(),
+            })
+            .collect();
+        if !changed {
+            return Ok(Transformed::no(LogicalPlan::Window(window)));
+        }
+        let window = Window::try_new(exprs, window.input)?;
+        Ok(Transformed::yes(LogicalPlan::Window(window)))
+    })
+    .map(|transformed| transformed.data)
+}
+
 /// A plain DataFusion state: the scheduler plans physically with it.
 fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionState> {
     let rules = statistics_answers::with_statistics_answers(PhysicalOptimizer::new().rules);
@@ -147,7 +180,11 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
         .with_physical_optimizer_rules(rules)
         .with_optimizer_rules(not_in_filters::with_not_in_kept(Optimizer::new().rules))
         .build();
-    for udwf in signed::signed_window_functions() {
+    for udwf in signed::signed_window_functions()
+        .into_iter()
+        .chain(frame_aggregates::frame_aggregates())
+        .chain(window_variants::window_variants())
+    {
         state.register_udwf(udwf)?;
     }
     state.register_udaf(median::median())?;

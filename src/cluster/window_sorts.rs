@@ -1,4 +1,4 @@
-//! Windows whose input is in order only because a filter made their columns constant.
+//! Windows whose input is in order only where a stage's input cannot know it.
 //!
 //! In `SELECT k, sum(g) OVER (PARTITION BY k ORDER BY k) FROM t WHERE k IN (54)` every
 //! row has one `k`, so DataFusion 53 needs no sort for the window. Ballista then cuts the
@@ -6,11 +6,17 @@
 //! built again on an executor, failed ("Expects PARTITION BY expression to be ordered",
 //! or an assertion for a window without `ORDER BY`). Such a window gets the sort it
 //! requires (of constant values, so cheap), which goes with it to the executors.
+//!
+//! Likewise a window over a repartition of one ordered partition (`max(s) OVER (PARTITION
+//! BY g ORDER BY g)` above `ntile(4) OVER (ORDER BY g, k)`): each output partition keeps
+//! its input's order, but the repartition becomes a shuffle, whose reader declares no
+//! order, and the executors refused the window the same way.
 
 use std::sync::Arc;
 
 use datafusion::error::Result;
 use datafusion::physical_expr::{EquivalenceProperties, LexOrdering};
+use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::windows::{BoundedWindowAggExec, WindowAggExec};
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
@@ -33,8 +39,13 @@ fn with_sorted_input(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn Exe
         return Ok(None);
     };
     let required = required.clone().into_single();
+    let stage_input_ordering = if input.as_any().is::<RepartitionExec>() {
+        None
+    } else {
+        input.output_ordering().cloned()
+    };
     let sorted_without_constants =
-        EquivalenceProperties::new_with_orderings(input.schema(), input.output_ordering().cloned());
+        EquivalenceProperties::new_with_orderings(input.schema(), stage_input_ordering);
     if sorted_without_constants.ordering_satisfy_requirement(required.clone())? {
         return Ok(None);
     }
