@@ -1028,6 +1028,11 @@ def test_aggregates_over_moving_frames_answer_as_postgresql_does(join_server, po
                                for line in postgres.psql(sql).splitlines()), key=repr)
             got = sorted((tuple(number(v) for v in r.values()) for r in query(cur, sql).to_pylist()), key=repr)
             assert got == expected, sql
+        # A frame that cannot be empty between rows keeps DataFusion's streaming window;
+        # one that can is computed over whole partitions.
+        plan = plan_of(server, queries[3])
+        assert "BoundedWindowAggExec" in plan and " WindowAggExec" not in plan, plan
+        assert " WindowAggExec" in plan_of(server, queries[0])
 
 
 def test_aggregate_filters_answer_as_postgresql_does(join_server, postgres):

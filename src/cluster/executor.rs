@@ -75,7 +75,8 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
 /// DataFusion's functions, including the nested (array, map) ones that Ballista's
 /// default executor registry leaves out, and Floe's `row_number`, `rank`,
 /// `dense_rank`, `ntile`, `cardinality`, `array_length`, `array_ndims`,
-/// `array_position`, `median`, the `floe_frame_*` aggregates over moving frames,
+/// `array_position`, `median`, the `floe_frame_*` and `floe_sliding_*` aggregates over
+/// moving frames,
 /// the variants of `lag`, `lead`, `first_value`, `last_value` and `nth_value`,
 /// `floe_single_row`, `floe_interval_times`, `floe_cast_label` and `replace`.
 fn function_registry() -> BallistaFunctionRegistry {
@@ -92,7 +93,11 @@ fn function_registry() -> BallistaFunctionRegistry {
             .window_functions
             .insert(udwf.name().to_string(), udwf);
     }
-    for udaf in [super::median::median(), super::single_row::single_row()] {
+    let floe_aggregates = [super::median::median(), super::single_row::single_row()];
+    for udaf in floe_aggregates
+        .into_iter()
+        .chain(super::frame_aggregates::sliding_aggregates())
+    {
         registry
             .aggregate_functions
             .insert(udaf.name().to_string(), udaf);

@@ -11,10 +11,15 @@
 //! * `avg` over a frame holding only NULLs answered NaN, and of a decimal divided by zero
 //!   (apache/datafusion#22138).
 //!
-//! Such a window calls a window function of Floe's instead (`floe_frame_min`, …), which
-//! feeds DataFusion's own sliding accumulator the rows entering and leaving the frame,
-//! keeping track itself of the rows the accumulator holds, and answers NULL (0 for
-//! `count`) for a frame without a value.
+//! Such a window over a `RANGE` frame that may be empty between rows calls a window
+//! function of Floe's instead (`floe_frame_min`, …), which feeds DataFusion's own sliding
+//! accumulator the rows entering and leaving the frame, keeping track itself of the rows
+//! the accumulator holds; it reads each partition whole. Over any other moving frame
+//! (`ROWS`, `GROUPS`, a `RANGE` reaching the current row) DataFusion's streaming window
+//! stays, with an aggregate of Floe's (`floe_sliding_min`, …) whose accumulator wraps
+//! DataFusion's. Either answers NULL (0 for `count`) for a frame without a value, and
+//! starts a fresh accumulator whenever the frame holds no value (retracting every value
+//! leaves DataFusion's variance dividing by zero ever after).
 
 use std::any::Any;
 use std::ops::Range;
@@ -25,10 +30,10 @@ use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::expr::{WindowFunction, WindowFunctionParams};
 use datafusion::logical_expr::function::{
-    AccumulatorArgs, PartitionEvaluatorArgs, WindowUDFFieldArgs,
+    AccumulatorArgs, PartitionEvaluatorArgs, StateFieldsArgs, WindowUDFFieldArgs,
 };
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDF, Expr, LogicalPlan, PartitionEvaluator, Signature, WindowFrame,
+    Accumulator, AggregateUDF, AggregateUDFImpl, Expr, PartitionEvaluator, Signature, WindowFrame,
     WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition, WindowUDF, WindowUDFImpl,
 };
 use datafusion::physical_expr::PhysicalExpr;
@@ -49,26 +54,33 @@ const FRAMED: [&str; 9] = [
 /// The aggregates whose sliding accumulators are wrong over any frame of only NULLs.
 const WRONG_OVER_NULLS: [&str; 6] = ["min", "avg", "stddev", "stddev_pop", "var_samp", "var_pop"];
 
-const PREFIX: &str = "floe_frame_";
-
 /// The window functions Floe registers on the coordinator and on executors.
 pub fn frame_aggregates() -> Vec<Arc<WindowUDF>> {
-    datafusion::functions_aggregate::all_default_aggregate_functions()
-        .into_iter()
-        .filter(|aggregate| FRAMED.contains(&aggregate.name()))
-        .map(|aggregate| Arc::new(WindowUDF::new_from_impl(FrameAggregate::new(aggregate))))
+    datafusion_aggregates(&FRAMED)
+        .map(|aggregate| Arc::new(WindowUDF::new_from_impl(FloeAggregate::frame(aggregate))))
         .collect()
 }
 
-/// `plan` with each window aggregate that DataFusion would compute wrongly over its
-/// moving frame replaced by Floe's window function of that aggregate, under the same name.
-pub fn moving_frames_computed_by_floe(plan: LogicalPlan) -> Result<LogicalPlan> {
-    super::window_functions_replaced(plan, framed)
+/// The aggregates Floe registers on the coordinator and on executors.
+pub fn sliding_aggregates() -> Vec<Arc<AggregateUDF>> {
+    datafusion_aggregates(&WRONG_OVER_NULLS)
+        .map(|aggregate| {
+            Arc::new(AggregateUDF::new_from_impl(FloeAggregate::sliding(
+                aggregate,
+            )))
+        })
+        .collect()
+}
+
+fn datafusion_aggregates(names: &[&str]) -> impl Iterator<Item = Arc<AggregateUDF>> {
+    datafusion::functions_aggregate::all_default_aggregate_functions()
+        .into_iter()
+        .filter(|aggregate| names.contains(&aggregate.name()))
 }
 
 /// `expr` calling Floe's window function, where DataFusion's sliding path would
 /// answer it wrongly.
-fn framed(expr: &Expr) -> Option<Expr> {
+pub(super) fn framed(expr: &Expr) -> Option<Expr> {
     let Expr::WindowFunction(function) = expr else {
         return None;
     };
@@ -78,13 +90,23 @@ fn framed(expr: &Expr) -> Option<Expr> {
     let params = &function.params;
     let plain = !params.distinct && params.filter.is_none() && params.null_treatment.is_none();
     let name = aggregate.name();
-    let wrong = WRONG_OVER_NULLS.contains(&name) || may_empty_between_rows(&params.window_frame);
-    if !(plain && FRAMED.contains(&name) && wrong && !params.window_frame.is_ever_expanding()) {
+    if !plain || params.window_frame.is_ever_expanding() {
         return None;
     }
-    let udwf = WindowUDF::new_from_impl(FrameAggregate::new(Arc::clone(aggregate)));
+    let aggregate = Arc::clone(aggregate);
+    let fun = if FRAMED.contains(&name) && may_empty_between_rows(&params.window_frame) {
+        WindowFunctionDefinition::WindowUDF(Arc::new(WindowUDF::new_from_impl(
+            FloeAggregate::frame(aggregate),
+        )))
+    } else if WRONG_OVER_NULLS.contains(&name) {
+        WindowFunctionDefinition::AggregateUDF(Arc::new(AggregateUDF::new_from_impl(
+            FloeAggregate::sliding(aggregate),
+        )))
+    } else {
+        return None;
+    };
     Some(Expr::WindowFunction(Box::new(WindowFunction {
-        fun: WindowFunctionDefinition::WindowUDF(Arc::new(udwf)),
+        fun,
         params: WindowFunctionParams {
             args: params.args.clone(),
             partition_by: params.partition_by.clone(),
@@ -106,22 +128,28 @@ fn may_empty_between_rows(frame: &WindowFrame) -> bool {
             || matches!(&frame.end_bound, WindowFrameBound::Preceding(v) if !v.is_null()))
 }
 
+/// DataFusion's aggregate under a name of Floe's: as a window function over frames that
+/// may be empty between rows (`floe_frame_*`), or as an aggregate whose sliding
+/// accumulator is right (`floe_sliding_*`).
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct FrameAggregate {
+struct FloeAggregate {
     name: String,
     aggregate: Arc<AggregateUDF>,
 }
 
-impl FrameAggregate {
-    fn new(aggregate: Arc<AggregateUDF>) -> Self {
-        FrameAggregate {
-            name: format!("{PREFIX}{}", aggregate.name()),
-            aggregate,
-        }
+impl FloeAggregate {
+    fn frame(aggregate: Arc<AggregateUDF>) -> Self {
+        let name = format!("floe_frame_{}", aggregate.name());
+        FloeAggregate { name, aggregate }
+    }
+
+    fn sliding(aggregate: Arc<AggregateUDF>) -> Self {
+        let name = format!("floe_sliding_{}", aggregate.name());
+        FloeAggregate { name, aggregate }
     }
 }
 
-impl WindowUDFImpl for FrameAggregate {
+impl WindowUDFImpl for FloeAggregate {
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -151,25 +179,59 @@ impl WindowUDFImpl for FrameAggregate {
         &self,
         args: PartitionEvaluatorArgs,
     ) -> Result<Box<dyn PartitionEvaluator>> {
-        let return_field = self.aggregate.return_field(args.input_fields())?;
-        let no_value = if self.aggregate.name() == "count" {
-            ScalarValue::Int64(Some(0))
-        } else {
-            ScalarValue::try_from(return_field.data_type())?
-        };
         let accumulators = Accumulators {
             aggregate: Arc::clone(&self.aggregate),
-            return_field,
+            return_field: self.aggregate.return_field(args.input_fields())?,
             arguments: args.input_exprs().to_vec(),
             argument_fields: args.input_fields().to_vec(),
         };
         Ok(Box::new(FrameEvaluator {
-            accumulator: accumulators.new_accumulator()?,
-            accumulators,
+            accumulator: NullSafe::new(accumulators)?,
             held: 0..0,
-            values_held: 0,
-            no_value,
         }))
+    }
+}
+
+impl AggregateUDFImpl for FloeAggregate {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        self.aggregate.signature()
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.aggregate.coerce_types(arg_types)
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.aggregate.return_type(arg_types)
+    }
+
+    fn return_field(&self, arg_fields: &[FieldRef]) -> Result<FieldRef> {
+        self.aggregate.return_field(arg_fields)
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        self.aggregate.state_fields(args)
+    }
+
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        self.aggregate.accumulator(args)
+    }
+
+    fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        Ok(Box::new(NullSafe::new(Accumulators {
+            aggregate: Arc::clone(&self.aggregate),
+            return_field: Arc::clone(&args.return_field),
+            arguments: args.exprs.to_vec(),
+            argument_fields: args.expr_fields.to_vec(),
+        })?))
     }
 }
 
@@ -199,41 +261,96 @@ impl Accumulators {
     }
 }
 
-/// One partition's frames, in order: DataFusion moves both ends of a frame only forward.
+/// DataFusion's sliding accumulator, but for frames without a value: it answers NULL
+/// (0 for `count`) for them, and starts afresh when the last value leaves.
 #[derive(Debug)]
-struct FrameEvaluator {
+struct NullSafe {
     accumulator: Box<dyn Accumulator>,
     accumulators: Accumulators,
-    /// The rows the accumulator holds.
-    held: Range<usize>,
-    /// How many of them have a value (no NULL argument).
+    /// How many rows it holds have a value (no NULL argument).
     values_held: usize,
     /// The answer for a frame without a value.
     no_value: ScalarValue,
 }
 
+impl NullSafe {
+    fn new(accumulators: Accumulators) -> Result<Self> {
+        let no_value = if accumulators.aggregate.name() == "count" {
+            ScalarValue::Int64(Some(0))
+        } else {
+            ScalarValue::try_from(accumulators.return_field.data_type())?
+        };
+        Ok(NullSafe {
+            accumulator: accumulators.new_accumulator()?,
+            accumulators,
+            values_held: 0,
+            no_value,
+        })
+    }
+
+    /// Forgets every row: the rows it holds are all NULL, or about to leave.
+    fn restart(&mut self) -> Result<()> {
+        self.accumulator = self.accumulators.new_accumulator()?;
+        self.values_held = 0;
+        Ok(())
+    }
+}
+
+impl Accumulator for NullSafe {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        self.values_held += with_values(values);
+        self.accumulator.update_batch(values)
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let leaving = with_values(values);
+        self.values_held -= leaving;
+        match (self.values_held, leaving) {
+            (0, 0) => Ok(()),
+            (0, _) => self.restart(),
+            _ => self.accumulator.retract_batch(values),
+        }
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        if self.values_held == 0 {
+            return Ok(self.no_value.clone());
+        }
+        self.accumulator.evaluate()
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        self.accumulator.state()
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        self.accumulator.merge_batch(states)
+    }
+
+    fn size(&self) -> usize {
+        size_of_val(self) + self.accumulator.size()
+    }
+}
+
+/// One partition's frames, in order: DataFusion moves both ends of a frame only forward.
+#[derive(Debug)]
+struct FrameEvaluator {
+    accumulator: NullSafe,
+    /// The rows the accumulator holds.
+    held: Range<usize>,
+}
+
 impl FrameEvaluator {
     /// `evaluate` is given the arguments' columns, then the window's `ORDER BY` columns.
-    fn arguments<'a>(&self, values: &'a [ArrayRef]) -> &'a [ArrayRef] {
-        &values[..self.accumulators.arguments.len()]
-    }
-
-    fn add(&mut self, values: &[ArrayRef], rows: Range<usize>) -> Result<()> {
-        if !rows.is_empty() {
-            let slice = slices(self.arguments(values), &rows);
-            self.values_held += with_values(&slice);
-            self.accumulator.update_batch(&slice)?;
-        }
-        Ok(())
-    }
-
-    fn remove(&mut self, values: &[ArrayRef], rows: Range<usize>) -> Result<()> {
-        if !rows.is_empty() {
-            let slice = slices(self.arguments(values), &rows);
-            self.values_held -= with_values(&slice);
-            self.accumulator.retract_batch(&slice)?;
-        }
-        Ok(())
+    fn rows(&self, values: &[ArrayRef], rows: Range<usize>) -> Vec<ArrayRef> {
+        values[..self.accumulator.accumulators.arguments.len()]
+            .iter()
+            .map(|v| v.slice(rows.start, rows.len()))
+            .collect()
     }
 }
 
@@ -248,36 +365,31 @@ impl PartitionEvaluator for FrameEvaluator {
             && held.start < range.end
             && range.start >= held.start
             && range.end >= held.end;
-        if overlaps {
-            self.add(values, held.end..range.end)?;
-            self.remove(values, held.start..range.start)?;
+        if !overlaps {
+            self.accumulator.restart()?;
+        }
+        let (entering, leaving) = if overlaps {
+            (held.end..range.end, held.start..range.start)
         } else {
-            // Retracting every value leaves some accumulators (variance) dividing by zero.
-            self.accumulator = self.accumulators.new_accumulator()?;
-            self.values_held = 0;
-            self.add(values, range.clone())?;
+            (range.clone(), 0..0)
+        };
+        if !entering.is_empty() {
+            self.accumulator
+                .update_batch(&self.rows(values, entering))?;
+        }
+        if !leaving.is_empty() {
+            self.accumulator
+                .retract_batch(&self.rows(values, leaving))?;
         }
         self.held = range.clone();
-        if self.values_held == 0 {
-            // Its rows are all NULL: a fresh accumulator holds as much.
-            self.accumulator = self.accumulators.new_accumulator()?;
-            return Ok(self.no_value.clone());
-        }
         self.accumulator.evaluate()
     }
 }
 
-fn slices(values: &[ArrayRef], rows: &Range<usize>) -> Vec<ArrayRef> {
-    values
-        .iter()
-        .map(|v| v.slice(rows.start, rows.len()))
-        .collect()
-}
-
-/// The rows of `slice` where no argument is NULL (those an aggregate counts).
-fn with_values(slice: &[ArrayRef]) -> usize {
-    let rows = slice.first().map_or(0, |v| v.len());
-    match slice {
+/// The rows of `values` where no argument is NULL (those an aggregate counts).
+fn with_values(values: &[ArrayRef]) -> usize {
+    let rows = values.first().map_or(0, |v| v.len());
+    match values {
         [] => rows,
         [only] => rows - only.logical_null_count(),
         several => (0..rows)

@@ -17,7 +17,7 @@ mod executor;
 mod explain;
 mod filter_estimates;
 mod filter_order;
-pub(crate) mod frame_aggregates;
+mod frame_aggregates;
 mod held_outputs;
 pub(crate) mod interval_times;
 mod jobs;
@@ -39,7 +39,7 @@ mod statistics_answers;
 mod table_functions;
 mod task_errors;
 mod window_sorts;
-pub(crate) mod window_variants;
+mod window_variants;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -55,7 +55,7 @@ use datafusion::catalog::MemoryCatalogProviderList;
 use datafusion::common::tree_node::Transformed;
 use datafusion::execution::{FunctionRegistry, SessionState, SessionStateBuilder};
 use datafusion::logical_expr::{Expr, LogicalPlan, Window};
-use datafusion::optimizer::Optimizer;
+use datafusion::optimizer::{Optimizer, OptimizerConfig, OptimizerRule};
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
@@ -132,33 +132,60 @@ pub fn session_config(catalog_name: &str, target_partitions: usize) -> SessionCo
     config
 }
 
-/// `plan` with each window function that `replace` replaces computed by what it gives,
-/// under the function's name (which names its column).
-fn window_functions_replaced(
-    plan: LogicalPlan,
-    replace: impl Fn(&Expr) -> Option<Expr>,
-) -> datafusion::error::Result<LogicalPlan> {
-    plan.transform_up_with_subqueries(|node| {
-        let LogicalPlan::Window(window) = node else {
-            return Ok(Transformed::no(node));
-        };
-        let mut changed = false;
-        let exprs = (window.window_expr.iter())
-            .map(|expr| match replace(expr) {
-                Some(replacement) => {
-                    changed = true;
-                    replacement.alias(expr.schema_name().to_string())
-                }
-                None => expr.clone(),
-            })
-            .collect();
-        if !changed {
-            return Ok(Transformed::no(LogicalPlan::Window(window)));
-        }
-        let window = Window::try_new(exprs, window.input)?;
-        Ok(Transformed::yes(LogicalPlan::Window(window)))
-    })
-    .map(|transformed| transformed.data)
+/// Window functions Floe computes itself (`src/cluster/frame_aggregates.rs`,
+/// `src/cluster/window_variants.rs`), put in after the rest of the optimizer has run:
+/// each replacement is aliased to the name it replaces, and DataFusion's optimizer gave a
+/// window of aliased and plain expressions over an expression partition (`PARTITION BY
+/// k % 3`) different sort keys, which the physical planner's assertion refused.
+#[derive(Debug)]
+struct FloeWindowFunctions;
+
+impl OptimizerRule for FloeWindowFunctions {
+    fn name(&self) -> &str {
+        "floe_window_functions"
+    }
+
+    fn rewrite(
+        &self,
+        plan: LogicalPlan,
+        _config: &dyn OptimizerConfig,
+    ) -> datafusion::error::Result<Transformed<LogicalPlan>> {
+        plan.transform_up_with_subqueries(|node| {
+            let LogicalPlan::Window(window) = node else {
+                return Ok(Transformed::no(node));
+            };
+            let mut changed = false;
+            let exprs = (window.window_expr.iter())
+                .map(|expr| match floe_window_function(expr) {
+                    Some(replacement) => {
+                        changed = true;
+                        replacement.alias(expr.schema_name().to_string())
+                    }
+                    None => expr.clone(),
+                })
+                .collect();
+            if !changed {
+                return Ok(Transformed::no(LogicalPlan::Window(window)));
+            }
+            let window = Window::try_new(exprs, window.input)?;
+            Ok(Transformed::yes(LogicalPlan::Window(window)))
+        })
+    }
+}
+
+/// The window function Floe computes in place of `expr` (under an alias the optimizer
+/// may have given it).
+fn floe_window_function(expr: &Expr) -> Option<Expr> {
+    match expr {
+        Expr::Alias(alias) => floe_window_function(&alias.expr),
+        expr => frame_aggregates::framed(expr).or_else(|| window_variants::ignoring_nulls(expr)),
+    }
+}
+
+fn optimizer_rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
+    let mut rules = not_in_filters::with_not_in_kept(Optimizer::new().rules);
+    rules.push(Arc::new(FloeWindowFunctions));
+    rules
 }
 
 /// A plain DataFusion state: the scheduler plans physically with it.
@@ -178,7 +205,7 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
         .with_table_functions(table_functions::table_functions())
         .with_config(config)
         .with_physical_optimizer_rules(rules)
-        .with_optimizer_rules(not_in_filters::with_not_in_kept(Optimizer::new().rules))
+        .with_optimizer_rules(optimizer_rules())
         .build();
     for udwf in signed::signed_window_functions()
         .into_iter()
@@ -188,6 +215,9 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
         state.register_udwf(udwf)?;
     }
     state.register_udaf(median::median())?;
+    for udaf in frame_aggregates::sliding_aggregates() {
+        state.register_udaf(udaf)?;
+    }
     state.register_udaf(single_row::single_row())?;
     state.register_udf(interval_times::interval_times())?;
     state.register_udf(cast_label::cast_label())?;

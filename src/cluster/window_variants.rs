@@ -23,7 +23,7 @@ use datafusion::logical_expr::function::{
     ExpressionArgs, PartitionEvaluatorArgs, WindowFunctionSimplification, WindowUDFFieldArgs,
 };
 use datafusion::logical_expr::{
-    Documentation, Expr, LimitEffect, LogicalPlan, PartitionEvaluator, ReversedUDWF, Signature,
+    Documentation, Expr, LimitEffect, PartitionEvaluator, ReversedUDWF, Signature,
     WindowFunctionDefinition, WindowUDF, WindowUDFImpl,
 };
 use datafusion::physical_expr::PhysicalExpr;
@@ -72,14 +72,9 @@ fn variant(function: Arc<WindowUDF>, reversed: bool, ignore_nulls: bool) -> Arc<
     }))
 }
 
-/// `plan` with each window function that ignores NULLs calling the variant that does.
-pub fn ignore_nulls_in_names(plan: LogicalPlan) -> Result<LogicalPlan> {
-    super::window_functions_replaced(plan, ignoring_nulls)
-}
-
 /// `expr` calling the `IGNORE NULLS` variant of its function (its name, shown in the
 /// plan and naming its column, is unchanged).
-fn ignoring_nulls(expr: &Expr) -> Option<Expr> {
+pub(super) fn ignoring_nulls(expr: &Expr) -> Option<Expr> {
     let Expr::WindowFunction(window) = expr else {
         return None;
     };

@@ -946,8 +946,6 @@ async fn plan_resolved(
     let plan = lateral::lateral_unnests_as_plain(plan)?;
     let plan = windows::windows_in_sorts_computed(plan)?;
     let plan = windows::subquery_filters_under_windows_projected(plan)?;
-    let plan = crate::cluster::frame_aggregates::moving_frames_computed_by_floe(plan)?;
-    let plan = crate::cluster::window_variants::ignore_nulls_in_names(plan)?;
     let plan = using_joins::with_merged_using_columns(plan)?;
     let plan = scalar_subqueries::with_single_row_scalar_subqueries(plan)?;
     let plan = subquery_values::with_subqueries_as_counts(plan)?;
