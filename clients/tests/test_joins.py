@@ -1035,6 +1035,26 @@ def test_aggregates_over_moving_frames_answer_as_postgresql_does(join_server, po
         assert " WindowAggExec" in plan_of(server, queries[0])
 
 
+def test_float_zeros_compare_as_postgresql_does(join_server, postgres):
+    """`-0.0` equals `0` in SQL; Arrow orders it below `0.0`, so `x * y < 0` kept the rows
+    where a negative `x` meets a zero `y`, and `ceil(-0.5) = 0` was false
+    (src/cluster/float_zeros.rs)."""
+    server, _ = join_server
+    rows_sql = ", ".join(f"({k}, {'NULL' if x is None else x}, {'NULL' if y is None else y})" for k, (x, y) in
+                         enumerate([(-2.5, 0), (2.5, 0), (-0.5, 1), (0.5, 1), (-1.5, 2), (0.0, 3), (-3.0, 1),
+                                    (1.0, None), (None, 0)]))
+    queries = [f"SELECT k FROM zeros WHERE {condition}" for condition in [
+        "x * y < 0", "x * y <= 0", "x * y > 0", "x * y >= 0", "x * y = 0", "x * y <> 0", "0 > x * y",
+        "0.0 = x * y", "ceil(x) = 0", "ceil(x) < 0", "x * y < 0 OR x > 2", "NOT (x * y >= 0)"]]
+    with server.connect() as conn, conn.cursor() as cur:
+        postgres.psql(f"CREATE TABLE zeros (k BIGINT, x DOUBLE PRECISION, y INT); INSERT INTO zeros VALUES {rows_sql}")
+        cur.execute("CREATE TABLE zeros (k BIGINT, x DOUBLE, y INT)")
+        cur.execute(f"INSERT INTO zeros VALUES {rows_sql}")
+        for sql in queries:
+            expected = sorted(int(line) for line in postgres.psql(sql).splitlines())
+            assert sorted(query(cur, sql)["k"].to_pylist()) == expected, sql
+
+
 def test_aggregate_filters_answer_as_postgresql_does(join_server, postgres):
     """`FILTER (WHERE p)` where p is unknown for some rows: DataFusion 53 read the
     filter's values under its NULLs for `count(*)`; and over a window, datafusion-proto

@@ -17,6 +17,7 @@ mod executor;
 mod explain;
 mod filter_estimates;
 mod filter_order;
+mod float_zeros;
 mod frame_aggregates;
 mod held_outputs;
 pub(crate) mod interval_times;
@@ -185,6 +186,7 @@ fn floe_window_function(expr: &Expr) -> Option<Expr> {
 fn optimizer_rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
     let mut rules = not_in_filters::with_not_in_kept(Optimizer::new().rules);
     rules.push(Arc::new(FloeWindowFunctions));
+    rules.push(Arc::new(float_zeros::FloatZeroComparisons));
     rules
 }
 
