@@ -1055,6 +1055,36 @@ def test_float_zeros_compare_as_postgresql_does(join_server, postgres):
             assert sorted(query(cur, sql)["k"].to_pylist()) == expected, sql
 
 
+def test_star_of_a_using_join_lists_merged_columns_first_as_postgresql_does(join_server, postgres):
+    """`SELECT *` of `JOIN … USING (…)` or `NATURAL JOIN` lists the merged columns first,
+    then the left side's others, then the right side's, as SQL says; DataFusion 53 kept
+    each merged column where the left table has it (src/sql/using_joins.rs)."""
+    server, _ = join_server
+    tables = [("na", "k INT, g INT, s {text}", "(1, 10, 'a'), (2, 20, 'b'), (3, NULL, 'c')"),
+              ("nb", "h INT, s {text}, k INT", "(100, 'a', 1), (200, 'b', 5), (300, NULL, 3)"),
+              ("nc", "g INT, t {text}", "(10, 'x'), (20, 'y')")]
+    cases = [
+        ("SELECT * FROM na JOIN nb USING (s)", ["s", "k", "g", "h", "k"]),
+        ("SELECT * FROM na NATURAL JOIN nb", ["k", "s", "g", "h"]),
+        ("SELECT * FROM na FULL JOIN nb USING (k) ORDER BY k", ["k", "g", "s", "h", "s"]),
+        ("SELECT * FROM na LEFT JOIN nb USING (k, s)", ["k", "s", "g", "h"]),
+        ("SELECT * FROM na JOIN nb USING (k) JOIN nc USING (g)", ["g", "k", "s", "h", "s", "t"]),
+    ]
+    text = lambda v: "" if v is None else str(v)
+    with server.connect() as conn, conn.cursor() as cur:
+        for name, columns, values in tables:
+            postgres.psql(f"CREATE TABLE {name} ({columns.format(text='TEXT')}); INSERT INTO {name} VALUES {values}")
+            cur.execute(f"CREATE TABLE {name} ({columns.format(text='STRING')})")
+            cur.execute(f"INSERT INTO {name} VALUES {values}")
+        for sql, names in cases:
+            got = query(cur, sql)
+            assert got.column_names == names, sql
+            rows_got = sorted("|".join(text(v) for v in r) for r in zip(*(c.to_pylist() for c in got.columns)))
+            assert rows_got == sorted(postgres.psql(sql).splitlines()), sql
+        # A star of one table lists that table's columns, as before.
+        assert query(cur, "SELECT na.* FROM na JOIN nb USING (s)").column_names == ["k", "g", "s"]
+
+
 def test_aggregate_filters_answer_as_postgresql_does(join_server, postgres):
     """`FILTER (WHERE p)` where p is unknown for some rows: DataFusion 53 read the
     filter's values under its NULLs for `count(*)`; and over a window, datafusion-proto

@@ -916,6 +916,7 @@ async fn plan_resolved(
     params: &[ScalarValue],
 ) -> Result<(LogicalPlan, SchemaRef)> {
     uuids::rewrite_statement(&mut statement, catalog, &caller.schema)?;
+    let merging_joins = using_joins::merging_joins_of_star(&statement);
     let plan = match ctx.state().statement_to_plan(statement.clone()).await {
         Err(e) if output_names::repeats_a_name(&e) => {
             output_names::name_select_lists(&mut statement);
@@ -947,6 +948,10 @@ async fn plan_resolved(
     let plan = windows::windows_in_sorts_computed(plan)?;
     let plan = windows::subquery_filters_under_windows_projected(plan)?;
     let plan = using_joins::with_merged_using_columns(plan)?;
+    let plan = match &merging_joins {
+        Some(naturals) => using_joins::merged_columns_first(plan, naturals)?,
+        None => plan,
+    };
     let plan = scalar_subqueries::with_single_row_scalar_subqueries(plan)?;
     let plan = subquery_values::with_subqueries_as_counts(plan)?;
     Ok((

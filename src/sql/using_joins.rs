@@ -16,7 +16,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::common::Column;
-use datafusion::common::tree_node::Transformed;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::functions::core::expr_fn::coalesce;
 use datafusion::logical_expr::{
     Expr, ExprSchemable, Join, JoinConstraint, JoinType, LogicalPlan, Projection, cast,
@@ -25,7 +25,7 @@ use datafusion::logical_expr::{
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::{
     Expr as SqlExpr, Ident, JoinConstraint as SqlJoinConstraint, JoinOperator, Query, Select,
-    TableFactor, VisitMut, VisitorMut,
+    SelectItem, SetExpr, Statement as SqlStatement, TableFactor, VisitMut, VisitorMut,
 };
 
 use super::ddl::normalize;
@@ -179,6 +179,106 @@ fn relation_name(relation: &TableFactor) -> Option<Vec<Ident>> {
         TableFactor::Table {
             name, alias: None, ..
         } => name.0.iter().map(|part| part.as_ident().cloned()).collect(),
+        _ => None,
+    }
+}
+
+/// For `SELECT * FROM …` over joins that merge columns (`USING`, `NATURAL`), whose
+/// columns SQL lists merged ones first: whether each such join, in the order written, is
+/// `NATURAL`.
+pub(super) fn merging_joins_of_star(statement: &Statement) -> Option<Vec<bool>> {
+    let Statement::Statement(statement) = statement else {
+        return None;
+    };
+    let SqlStatement::Query(query) = statement.as_ref() else {
+        return None;
+    };
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    let [SelectItem::Wildcard(options)] = select.projection.as_slice() else {
+        return None;
+    };
+    let plain_star = options.opt_ilike.is_none()
+        && options.opt_exclude.is_none()
+        && options.opt_except.is_none()
+        && options.opt_replace.is_none()
+        && options.opt_rename.is_none();
+    let naturals: Vec<bool> = (select.from.iter())
+        .flat_map(|from| &from.joins)
+        .filter_map(|join| match constraint(&join.join_operator) {
+            Some(SqlJoinConstraint::Using(_)) => Some(false),
+            Some(SqlJoinConstraint::Natural) => Some(true),
+            _ => None,
+        })
+        .collect();
+    (plain_star && !naturals.is_empty()).then_some(naturals)
+}
+
+/// `plan`, of `SELECT *` over joins that merge columns (`naturals` as
+/// [`merging_joins_of_star`] gives them), with the merged columns first, as SQL (and
+/// PostgreSQL, DuckDB, Spark) list them: those of the outermost join first, in the order
+/// of its `USING` list (of the left side, for `NATURAL`), then the rest in order.
+/// DataFusion 53 keeps each merged column where the left side has it.
+pub(super) fn merged_columns_first(plan: LogicalPlan, naturals: &[bool]) -> Result<LogicalPlan> {
+    Ok(match plan {
+        LogicalPlan::Projection(projection) => {
+            let position = |column: &Column| {
+                (projection.expr.iter()).position(|e| matches!(e, Expr::Column(c) if c == column))
+            };
+            // Outermost first: the last join written.
+            let mut merged = vec![];
+            let mut natural = naturals.iter().rev();
+            projection.input.apply(|node| {
+                if let LogicalPlan::Join(join) = node
+                    && join.join_constraint == JoinConstraint::Using
+                {
+                    let mut positions: Vec<usize> = (join.on.iter())
+                        .filter_map(|(left, _)| match left {
+                            Expr::Column(column) => position(column),
+                            _ => None,
+                        })
+                        .collect();
+                    if natural.next() == Some(&true) {
+                        positions.sort_unstable();
+                    }
+                    for p in positions {
+                        if !merged.contains(&p) {
+                            merged.push(p);
+                        }
+                    }
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })?;
+            let others = (0..projection.expr.len()).filter(|p| !merged.contains(p));
+            let exprs = (merged.iter().copied().chain(others))
+                .map(|p| projection.expr[p].clone())
+                .collect();
+            LogicalPlan::Projection(Projection::try_new(exprs, projection.input)?)
+        }
+        plan @ (LogicalPlan::Sort(_) | LogicalPlan::Limit(_)) => {
+            let inputs: Vec<LogicalPlan> = plan.inputs().into_iter().cloned().collect();
+            let Ok([input]) = <[LogicalPlan; 1]>::try_from(inputs) else {
+                return Ok(plan);
+            };
+            plan.with_new_exprs(
+                plan.expressions(),
+                vec![merged_columns_first(input, naturals)?],
+            )?
+        }
+        plan => plan,
+    })
+}
+
+fn constraint(operator: &JoinOperator) -> Option<&SqlJoinConstraint> {
+    match operator {
+        JoinOperator::Join(c)
+        | JoinOperator::Inner(c)
+        | JoinOperator::Left(c)
+        | JoinOperator::LeftOuter(c)
+        | JoinOperator::Right(c)
+        | JoinOperator::RightOuter(c)
+        | JoinOperator::FullOuter(c) => Some(c),
         _ => None,
     }
 }
