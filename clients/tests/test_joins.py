@@ -626,6 +626,8 @@ def test_windows_computed_backwards_or_ignoring_nulls_answer_as_duckdb_does(join
         f"SELECT k, first_value(n) IGNORE NULLS OVER (PARTITION BY v % 2 ORDER BY k DESC "
         f"ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS f, "
         f"row_number() OVER (PARTITION BY v % 2 ORDER BY k) AS r FROM {nulls}",
+        f"SELECT k, max(k) OVER (PARTITION BY k % 3 ORDER BY k) AS m, "
+        f"lag(n) IGNORE NULLS OVER (PARTITION BY k % 3 ORDER BY k) AS l FROM {nulls}",
         f"SELECT k, lead(n, 3, -1) IGNORE NULLS OVER (PARTITION BY v % 4 ORDER BY k) AS a, "
         f"lag(n, 2, 0) IGNORE NULLS OVER (PARTITION BY v % 4 ORDER BY k DESC) AS b FROM {nulls}",
     ]
@@ -1016,6 +1018,10 @@ def test_aggregates_over_moving_frames_answer_as_postgresql_does(join_server, po
         "WINDOW w AS (ORDER BY k ROWS BETWEEN 2 FOLLOWING AND 3 FOLLOWING)",
         "SELECT g, sum(sum(x)) OVER (ORDER BY g RANGE BETWEEN 1 FOLLOWING AND 1 FOLLOWING) AS s "
         "FROM moving GROUP BY g",
+        # Beside plain window functions of the same expression partition, in one window node.
+        "SELECT k, max(k) OVER (PARTITION BY k % 3 ORDER BY k) AS mx, min(x) OVER (PARTITION BY k % 3 "
+        "ORDER BY k ROWS 2 PRECEDING) AS mn, avg(x) OVER (PARTITION BY k % 3 ORDER BY k RANGE BETWEEN "
+        "1 FOLLOWING AND 4 FOLLOWING) AS a FROM moving",
     ]
     number = lambda v: None if v in (None, "") else round(float(v), 9)
     with server.connect() as conn, conn.cursor() as cur:
