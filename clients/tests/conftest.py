@@ -32,11 +32,17 @@ def _port_free(port: int) -> bool:
             return False
 
 
+_GIVEN_PORTS: set[int] = set()
+
+
 def free_port(pair: bool = False) -> int:
-    """A free loopback port (and the next one too, if `pair`)."""
+    """A free loopback port (and the next one too, if `pair`), never one given before: a
+    port is only taken when its process starts, so two picks could return the same one."""
     for _ in range(200):
         port = random.randint(20000, 60000)
-        if _port_free(port) and (not pair or _port_free(port + 1)):
+        ports = {port, port + 1} if pair else {port}
+        if not ports & _GIVEN_PORTS and all(_port_free(p) for p in ports):
+            _GIVEN_PORTS.update(ports)
             return port
     raise RuntimeError("no free port")
 
