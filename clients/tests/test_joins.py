@@ -1089,6 +1089,15 @@ def test_star_of_a_using_join_lists_merged_columns_first_as_postgresql_does(join
             assert rows_got == sorted(postgres.psql(sql).splitlines()), sql
         # A star of one table lists that table's columns, as before.
         assert query(cur, "SELECT na.* FROM na JOIN nb USING (s)").column_names == ["k", "g", "s"]
+        # Quoted names, with a quote inside, merged as written.
+        postgres.psql('CREATE TABLE "n q" (v INT, "It\'s ""K""" INT); INSERT INTO "n q" VALUES (1, 5), (2, 6)')
+        cur.execute('CREATE TABLE "n q" (v INT, "It\'s ""K""" INT)')
+        cur.execute('INSERT INTO "n q" VALUES (1, 5), (2, 6)')
+        sql = 'SELECT * FROM "n q" a JOIN "n q" b USING ("It\'s ""K""") ORDER BY 2'
+        got = query(cur, sql)
+        assert got.column_names == ["It's \"K\"", "v", "v"], sql
+        assert ["|".join(map(str, r)) for r in zip(*(c.to_pylist() for c in got.columns))] == \
+            postgres.psql(sql).splitlines(), sql
 
 
 def test_aggregate_filters_answer_as_postgresql_does(join_server, postgres):
