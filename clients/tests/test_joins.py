@@ -720,6 +720,13 @@ def test_grouping_sets_answer_as_duckdb_does(join_server):
         # Column lists in ROLLUP and CUBE (DataFusion 53 refuses them).
         "SELECT v, k % 2 AS p, k % 3 AS q, count(*) AS n FROM big WHERE k < 60 GROUP BY ROLLUP ((v, k % 2), k % 3)",
         "SELECT v, k % 2 AS p, count(*) AS n FROM big WHERE k < 60 GROUP BY CUBE ((v, k % 2))",
+        # Aggregates that simplify to one expression, with grouping() reading the
+        # grouping id above them (DataFusion 53: "No field named __grouping_id").
+        "SELECT v, grouping(v) AS g, count(*) FILTER (WHERE lower('q') LIKE '%B%') AS a, "
+        "count(*) FILTER (WHERE 9 * -2 BETWEEN -2 AND 7) AS b, sum(k) AS s, sum(k + 0) AS t "
+        "FROM big WHERE k < 60 GROUP BY GROUPING SETS ((v), (v, k % 2))",
+        "SELECT v, count(*) FILTER (WHERE 1 > 2) AS a, count(*) FILTER (WHERE 2 > 3) AS b "
+        "FROM big WHERE k < 60 GROUP BY CUBE (v) HAVING sum(k) IS NOT NULL",
     ]
     with server.connect() as conn, conn.cursor() as cur:
         for sql in queries:

@@ -19,6 +19,7 @@ mod filter_estimates;
 mod filter_order;
 mod float_zeros;
 mod frame_aggregates;
+mod grouping_aggregates;
 mod held_outputs;
 pub(crate) mod interval_times;
 mod jobs;
@@ -184,7 +185,8 @@ fn floe_window_function(expr: &Expr) -> Option<Expr> {
 }
 
 fn optimizer_rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
-    let mut rules = not_in_filters::with_not_in_kept(Optimizer::new().rules);
+    let rules = not_in_filters::with_not_in_kept(Optimizer::new().rules);
+    let mut rules = grouping_aggregates::with_grouping_id_kept(rules);
     rules.push(Arc::new(FloeWindowFunctions));
     rules.push(Arc::new(float_zeros::FloatZeroComparisons));
     rules
