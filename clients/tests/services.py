@@ -552,9 +552,11 @@ class Postgres(_Service):
             raise
         return self
 
-    def psql(self, sql: str) -> str:
-        """Run SQL with psql in the `floe` database; returns the unaligned, tuples-only output."""
-        return _run([self.bin_dir() / "psql", self.uri, "-X", "-tA", "-v", "ON_ERROR_STOP=1", "-c", sql]).strip()
+    def psql(self, sql: str, args=()) -> str:
+        """Run SQL with psql in the `floe` database; returns the unaligned, tuples-only output
+        (`args`: more psql options, such as `-F` for the field separator)."""
+        command = [self.bin_dir() / "psql", self.uri, "-X", "-tA", "-v", "ON_ERROR_STOP=1", *args, "-c", sql]
+        return _run(command).strip()
 
     def log(self) -> str:
         return self._log_path.read_text(errors="replace") if self._log_path.exists() else ""

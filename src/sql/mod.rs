@@ -6,9 +6,10 @@ mod aggregate_filters;
 pub mod alter;
 pub mod alter_forms;
 mod calls;
+mod correlated_in;
 mod date_parts;
 pub mod ddl;
-pub mod dialect;
+mod dialect;
 mod expr_rewrite;
 mod fetch;
 mod formats;
@@ -954,6 +955,7 @@ async fn plan_resolved(
     };
     let plan = scalar_subqueries::with_single_row_scalar_subqueries(plan)?;
     let plan = subquery_values::with_subqueries_as_counts(plan)?;
+    let plan = correlated_in::with_correlated_in_as_exists(plan)?;
     Ok((
         subquery_names::with_subquery_values_renamed(plan)?,
         parameters,

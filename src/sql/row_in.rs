@@ -25,8 +25,8 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, Query, SelectItem, SetExpr, Statement, UnaryOperator, VisitMut,
-    VisitorMut, visit_expressions_mut,
+    BinaryOperator, Expr, GroupByExpr, Query, Select, SelectItem, SetExpr, Statement,
+    UnaryOperator, Value, VisitMut, VisitorMut, visit_expressions_mut,
 };
 
 use super::parse::{parse, selects_mut, sql_statement_mut};
@@ -235,6 +235,9 @@ impl Rewriter {
 
     /// `EXISTS` of a NULL among the values of `subquery` (of one column).
     fn holds_null(&mut self, subquery: &Query) -> String {
+        if let Some(rows) = null_rows_of_plain(subquery) {
+            return format!("EXISTS ({rows})");
+        }
         let name = self.next_name();
         format!(
             "EXISTS (SELECT 1 FROM ({subquery}) AS {name} (__floe_c1) WHERE {name}.__floe_c1 IS NULL)"
@@ -262,6 +265,52 @@ impl Rewriter {
             conditions.join(" AND ")
         )
     }
+}
+
+/// The rows of a plain `SELECT column FROM … [WHERE …]` whose column is NULL, as `SELECT 1
+/// FROM … WHERE … AND column IS NULL`: a correlated subquery keeps its references to the
+/// outer query in its own filter, where DataFusion joins by them (under a derived table
+/// they are not found: "No field named __floe_row_in_1.s").
+fn null_rows_of_plain(subquery: &Query) -> Option<Select> {
+    let SetExpr::Select(select) = subquery.body.as_ref() else {
+        return None;
+    };
+    let plain_query = subquery.with.is_none()
+        && subquery.limit_clause.is_none()
+        && subquery.fetch.is_none()
+        && subquery.pipe_operators.is_empty();
+    let plain_select = select.distinct.is_none()
+        && select.top.is_none()
+        && select.having.is_none()
+        && select.qualify.is_none()
+        && !select.from.is_empty()
+        && matches!(&select.group_by, GroupByExpr::Expressions(keys, modifiers) if keys.is_empty() && modifiers.is_empty());
+    let [SelectItem::UnnamedExpr(column) | SelectItem::ExprWithAlias { expr: column, .. }] =
+        select.projection.as_slice()
+    else {
+        return None;
+    };
+    if !(plain_query
+        && plain_select
+        && matches!(column, Expr::Identifier(_) | Expr::CompoundIdentifier(_)))
+    {
+        return None;
+    }
+    let is_null = Expr::IsNull(Box::new(column.clone()));
+    let mut rows = select.as_ref().clone();
+    rows.projection = vec![SelectItem::UnnamedExpr(Expr::value(Value::Number(
+        "1".into(),
+        false,
+    )))];
+    rows.selection = Some(match rows.selection.take() {
+        Some(condition) => Expr::BinaryOp {
+            left: Box::new(Expr::Nested(Box::new(condition))),
+            op: BinaryOperator::And,
+            right: Box::new(is_null),
+        },
+        None => is_null,
+    });
+    Some(rows)
 }
 
 /// Whether `expr` is a single value's `IN` subquery, possibly in parentheses.

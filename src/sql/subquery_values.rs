@@ -302,7 +302,7 @@ impl Counts<'_> {
 
 /// The rows a one-column subquery filters, and the value it gives of each: under its
 /// projection, where the projection is one expression.
-fn rows_and_value(subquery: &LogicalPlan) -> Result<(LogicalPlan, Expr)> {
+pub(super) fn rows_and_value(subquery: &LogicalPlan) -> Result<(LogicalPlan, Expr)> {
     if let LogicalPlan::Projection(projection) = subquery
         && let [item] = projection.expr.as_slice()
     {
@@ -347,7 +347,7 @@ fn is_equality(expr: &Expr) -> bool {
 }
 
 /// `expr`, of the outer query's columns (`input`), as the subquery refers to them.
-fn outer(expr: Expr, input: &DFSchema) -> Result<Expr> {
+pub(super) fn outer(expr: Expr, input: &DFSchema) -> Result<Expr> {
     let outer = expr.transform(|e| match e {
         Expr::Column(column) => {
             let field = input.field_from_column(&column)?;
