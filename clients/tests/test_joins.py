@@ -1158,12 +1158,14 @@ def as_text(table):
     return [tuple(None if v is None else str(v) for v in row.values()) for row in table.to_pylist()]
 
 
-def test_correlated_in_subqueries_answer_as_postgresql_does(join_server, postgres):
+def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
     """A correlated `NOT IN` looks for NULLs among the rows of its own outer row: DataFusion
     53's null-aware anti join looked among all rows (correlated by `<`, no row was kept
     once any `cu.h` was NULL) or refused the statement (correlated by `=`); a correlated
     `IN` of a cast value failed to plan (src/sql/correlated_in.rs). Not a conjunct (under
-    `OR`, in a DELETE), it failed ("No field named __floe_row_in_1.s", src/sql/row_in.rs)."""
+    `OR`, in a DELETE), it failed ("No field named __floe_row_in_1.s", src/sql/row_in.rs).
+    An outer table's alias that is also a column of the subquery's table (`h`, `s`) names
+    the table (DataFusion 53 took `h.g` for a field of `cu.h`, src/sql/outer_names.rs)."""
     server, _ = join_server
     queries = [
         "SELECT k FROM co WHERE g NOT IN (SELECT h FROM cu WHERE cu.k < co.k)",
@@ -1177,6 +1179,9 @@ def test_correlated_in_subqueries_answer_as_postgresql_does(join_server, postgre
         # Not a conjunct: SQL's three values, with the NULLs of the outer row's own rows.
         "SELECT k FROM co WHERE s NOT IN (SELECT s FROM cu WHERE cu.h = co.g) OR k = 8",
         "SELECT k FROM co WHERE (g NOT IN (SELECT h FROM cu WHERE cu.k < co.k)) IS NOT TRUE",
+        "SELECT h.k FROM co h WHERE EXISTS (SELECT 1 FROM cu WHERE cu.h = h.g)",
+        "SELECT s.k, (SELECT max(k) FROM cu WHERE cu.s = s.s) AS m FROM co s",
+        "SELECT S.k FROM co S WHERE S.g IN (SELECT h FROM cu WHERE cu.s = s.s)",
     ]
     with server.connect() as conn, conn.cursor() as cur:
         for name, columns, values in CORRELATED_TABLES:

@@ -21,6 +21,7 @@ mod lateral;
 pub mod like;
 pub mod merge;
 pub mod metadata;
+mod outer_names;
 mod output_names;
 pub mod params;
 pub mod parse;
@@ -918,6 +919,7 @@ async fn plan_resolved(
 ) -> Result<(LogicalPlan, SchemaRef)> {
     uuids::rewrite_statement(&mut statement, catalog, &caller.schema)?;
     let merging_joins = using_joins::merging_joins_of_star(&statement);
+    outer_names::outer_names_kept(&mut statement);
     let plan = match ctx.state().statement_to_plan(statement.clone()).await {
         Err(e) if output_names::repeats_a_name(&e) => {
             output_names::name_select_lists(&mut statement);
