@@ -35,6 +35,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{JoinSide, JoinType};
 use datafusion::config::ConfigOptions;
@@ -216,6 +217,13 @@ fn with_probe_coalesced(
 
 /// Gives each nested loop join of a type that emits unmatched build rows at its end a
 /// single probe partition (it has no partitioned form to demote it to).
+///
+/// The probe is hashed into one partition rather than coalesced: Ballista runs
+/// DataFusion's `EnforceSorting` again on each stage, and where a sort sits above the join
+/// (`string_agg(s, ',' ORDER BY s)` of a `LEFT JOIN … ON a.k < b.k`), its parallelization
+/// followed the probe's `CoalescePartitionsExec` into the join and took out the one of
+/// the build side (apache/datafusion#23948, fixed after 53): executors refused the stage
+/// ("Invalid NestedLoopJoinExec, the output partition count of the left child must be 1").
 const SINGLE_PROBE_FOR_NESTED_LOOP_JOINS: NodeRule = NodeRule {
     name: "floe_single_probe_for_nested_loop_joins",
     rewrite: nested_loop_join_with_single_probe,
@@ -232,7 +240,31 @@ fn nested_loop_join_with_single_probe(
     {
         return Ok(None);
     }
-    Ok(Some(with_probe_coalesced(node, join.left(), join.right())?))
+    let probe = join.right();
+    let Some(column) = hashable_column(probe) else {
+        return Ok(Some(with_probe_coalesced(node, join.left(), probe)?));
+    };
+    let one_partition = Partitioning::Hash(vec![column], 1);
+    let probe: Arc<dyn ExecutionPlan> =
+        Arc::new(RepartitionExec::try_new(probe.clone(), one_partition)?);
+    Ok(Some(
+        node.clone()
+            .with_new_children(vec![join.left().clone(), probe])?,
+    ))
+}
+
+/// A column of `plan`'s output of a plain type, to hash by.
+fn hashable_column(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn PhysicalExpr>> {
+    let schema = plan.schema();
+    let (index, field) = (schema.fields().iter().enumerate()).find(|(_, f)| {
+        f.data_type().is_primitive()
+            || f.data_type().is_null()
+            || matches!(
+                f.data_type(),
+                DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 | DataType::Boolean
+            )
+    })?;
+    Some(Arc::new(Column::new(field.name(), index)))
 }
 
 /// Deduplicates, per task, the join keys of a shuffled semi, anti or mark join's side
