@@ -1155,7 +1155,9 @@ def postgres_rows(postgres, sql):
 
 
 def as_text(table):
-    return [tuple(None if v is None else str(v) for v in row.values()) for row in table.to_pylist()]
+    """Rows as PostgreSQL's text gives them (booleans `t`/`f`)."""
+    text = lambda v: None if v is None else ({True: "t", False: "f"}[v] if isinstance(v, bool) else str(v))
+    return [tuple(text(v) for v in row.values()) for row in table.to_pylist()]
 
 
 def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
@@ -1165,7 +1167,10 @@ def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
     `IN` of a cast value failed to plan (src/sql/correlated_in.rs). Not a conjunct (under
     `OR`, in a DELETE), it failed ("No field named __floe_row_in_1.s", src/sql/row_in.rs).
     An outer table's alias that is also a column of the subquery's table (`h`, `s`) names
-    the table (DataFusion 53 took `h.g` for a field of `cu.h`, src/sql/outer_names.rs)."""
+    the table (DataFusion 53 took `h.g` for a field of `cu.h`, src/sql/outer_names.rs).
+    A scalar subquery correlated by more than equalities, or not aggregated, was refused
+    (src/sql/inequality_subqueries.rs, src/sql/scalar_subqueries.rs), as were `IN`,
+    `EXISTS`, `ANY`, `ALL` so correlated as values (src/sql/subquery_values.rs)."""
     server, _ = join_server
     queries = [
         "SELECT k FROM co WHERE g NOT IN (SELECT h FROM cu WHERE cu.k < co.k)",
@@ -1182,6 +1187,24 @@ def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
         "SELECT h.k FROM co h WHERE EXISTS (SELECT 1 FROM cu WHERE cu.h = h.g)",
         "SELECT s.k, (SELECT max(k) FROM cu WHERE cu.s = s.s) AS m FROM co s",
         "SELECT S.k FROM co S WHERE S.g IN (SELECT h FROM cu WHERE cu.s = s.s)",
+        # Scalar subqueries correlated by more than equalities; the count of no rows is 0.
+        "SELECT k, (SELECT sum(h) FROM cu WHERE cu.k < co.k) AS v FROM co",
+        "SELECT k FROM co WHERE k > (SELECT count(*) FROM cu WHERE cu.h < co.g) + 1",
+        "SELECT k, (SELECT count(*) FROM cu WHERE cu.h = co.g AND cu.k > co.k) AS c, "
+        "(SELECT min(s) FROM cu WHERE cu.h = co.g OR cu.k = co.k) AS m FROM co",
+        "SELECT g, count(*) AS n FROM co WHERE k < (SELECT avg(k) FROM cu WHERE cu.s > co.s) GROUP BY g",
+        "SELECT k, (SELECT count(*) FROM cu WHERE cu.h + 1 = co.g) AS c FROM co",
+        "SELECT k, (SELECT string_agg(s, ',' ORDER BY s) FROM cu WHERE cu.k < co.k) AS v FROM co",
+        # An ordered aggregate over a left nested loop join (src/cluster/joins.rs).
+        "SELECT d.k, string_agg(b.s, ',' ORDER BY b.s) AS v FROM co d LEFT JOIN cu b ON b.k < d.k GROUP BY d.k",
+        # IN, EXISTS, ANY and ALL as values, correlated by more than equalities.
+        "SELECT k, CASE WHEN s NOT IN (SELECT s FROM cu WHERE cu.h = co.g AND cu.k > co.k) THEN 'y' ELSE 'n' END AS c "
+        "FROM co",
+        "SELECT k, EXISTS (SELECT 1 FROM cu WHERE cu.k < co.k AND cu.h = 1) AS e, "
+        "g > ALL (SELECT h FROM cu WHERE cu.k > co.k) AS a, s < SOME (SELECT s FROM cu WHERE cu.k <> co.k) AS o FROM co",
+        # Not aggregated: its one row (or none) is the value.
+        "SELECT k, (SELECT s FROM cu WHERE cu.k = co.k) AS v FROM co",
+        "SELECT k, (SELECT s FROM cu WHERE cu.k = co.k + 2 OR cu.k = co.k + 20) AS v FROM co",
     ]
     with server.connect() as conn, conn.cursor() as cur:
         for name, columns, values in CORRELATED_TABLES:
@@ -1190,6 +1213,8 @@ def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
             cur.execute(f"INSERT INTO {name} VALUES {values}")
         for sql in queries:
             assert sorted(as_text(query(cur, sql)), key=str) == sorted(postgres_rows(postgres, sql), key=str), sql
+        with pytest.raises(adbc_driver_manager.Error, match="more than one row"):
+            query(cur, "SELECT k, (SELECT s FROM cu WHERE cu.h = co.g) AS v FROM co")
         # A DELETE keeps the rows where its condition is not true (unknown included).
         delete = "DELETE FROM co WHERE g NOT IN (SELECT h FROM cu WHERE cu.k < co.k)"
         postgres.psql(delete)

@@ -9,12 +9,13 @@ mod calls;
 mod correlated_in;
 mod date_parts;
 pub mod ddl;
-mod dialect;
+pub mod dialect;
 mod expr_rewrite;
 mod fetch;
 mod formats;
 mod grouping_sets;
 mod having_joins;
+mod inequality_subqueries;
 pub mod ingest;
 mod intervals;
 mod lateral;
@@ -957,6 +958,7 @@ async fn plan_resolved(
     };
     let plan = scalar_subqueries::with_single_row_scalar_subqueries(plan)?;
     let plan = subquery_values::with_subqueries_as_counts(plan)?;
+    let plan = inequality_subqueries::with_inequality_subqueries_joined(plan)?;
     let plan = correlated_in::with_correlated_in_as_exists(plan)?;
     Ok((
         subquery_names::with_subquery_values_renamed(plan)?,

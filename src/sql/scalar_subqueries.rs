@@ -1,9 +1,10 @@
 //! A scalar subquery (`k = (SELECT k FROM t WHERE …)`) stands for one value, so it may
 //! give at most one row; DataFusion 53 joins with every row it gives, answering a row for
 //! each, where PostgreSQL and DuckDB refuse ("more than one row returned by a subquery
-//! used as an expression"). An uncorrelated one that may give more (not an aggregate
-//! without `GROUP BY`, not `LIMIT 1`) is aggregated by `floe_single_row`, which fails on
-//! a second row. (A correlated one must be an aggregate in DataFusion 53.)
+//! used as an expression"). One that may give more (not an aggregate without `GROUP BY`,
+//! not `LIMIT 1`) is aggregated by `floe_single_row`, which fails on a second row; a
+//! correlated one so becomes an aggregate, which DataFusion 53 requires of it ("Correlated
+//! scalar subquery must be aggregated"), and fails on a second row for one outer row.
 
 use std::sync::Arc;
 
@@ -15,12 +16,11 @@ use super::expr_rewrite::rewrite_keeping_names;
 use crate::cluster::single_row;
 use crate::error::Result;
 
-/// `plan` with each uncorrelated scalar subquery that may give several rows checked.
+/// `plan` with each scalar subquery that may give several rows checked.
 pub(super) fn with_single_row_scalar_subqueries(plan: LogicalPlan) -> Result<LogicalPlan> {
     rewrite_keeping_names(plan, |e| match e {
         Expr::ScalarSubquery(subquery)
-            if subquery.outer_ref_columns.is_empty()
-                && subquery.subquery.schema().fields().len() == 1
+            if subquery.subquery.schema().fields().len() == 1
                 && !at_most_one_row(&subquery.subquery) =>
         {
             Ok(Transformed::yes(Expr::ScalarSubquery(Subquery {

@@ -4,7 +4,8 @@
 //! (`WHERE`, `HAVING`) and refuses them in a projection or an aggregate ("Physical plan
 //! does not support logical expression InSubquery"). There they become counts of the
 //! subquery's rows, scalar subqueries that DataFusion joins (correlated ones by their
-//! equalities, as any scalar subquery), computed by projections below:
+//! equalities, as any scalar subquery; by more than equalities,
+//! `src/sql/inequality_subqueries.rs` joins them), computed by projections below:
 //!
 //! * `x IN (S)` is true where S has a row equal to `x`, else unknown where S holds a
 //!   NULL, or `x` is NULL and S has rows, else false (SQL's three values);
@@ -16,15 +17,12 @@
 
 use std::sync::Arc;
 
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema, ExprSchema, ScalarValue, Spans};
 use datafusion::functions_aggregate::count::count_all;
 use datafusion::functions_aggregate::expr_fn::{max, min};
-use datafusion::logical_expr::expr::{
-    BinaryExpr, Exists, InSubquery, SetComparison, SetQuantifier,
-};
+use datafusion::logical_expr::expr::{Exists, InSubquery, SetComparison, SetQuantifier};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{
     Aggregate, Expr, LogicalPlan, LogicalPlanBuilder, Operator, Projection, Subquery, binary_expr,
     lit, not, when,
@@ -163,20 +161,12 @@ struct Counts<'a> {
 
 impl Counts<'_> {
     /// `expr` computed by scalar subqueries if it is an `IN`, `EXISTS`, `ANY` or `ALL`
-    /// subquery that refers to the outer query only by equalities (DataFusion 53 joins
-    /// no other scalar subquery), and the statement's limit allows.
+    /// subquery, and the statement's limit allows.
     fn of(&mut self, expr: Expr) -> Result<Transformed<Expr>> {
         if *self.named + SUBQUERIES_PER_VALUE > MAX_SUBQUERIES {
             return Ok(Transformed::no(expr));
         }
         let (value, negated) = match expr {
-            Expr::InSubquery(InSubquery { ref subquery, .. })
-            | Expr::Exists(Exists { ref subquery, .. })
-            | Expr::SetComparison(SetComparison { ref subquery, .. })
-                if !correlated_by_equalities(&subquery.subquery) =>
-            {
-                return Ok(Transformed::no(expr));
-            }
             Expr::InSubquery(InSubquery {
                 expr: compared,
                 subquery,
@@ -314,36 +304,6 @@ pub(super) fn rows_and_value(subquery: &LogicalPlan) -> Result<(LogicalPlan, Exp
     let column = subquery.schema().columns().into_iter().next();
     let column = column.ok_or_else(|| FloeError::invalid("an IN subquery must give one column"))?;
     Ok((subquery.clone(), Expr::Column(column)))
-}
-
-/// Whether `plan` refers to an outer query only in equalities its filters require.
-fn correlated_by_equalities(plan: &LogicalPlan) -> bool {
-    let is_outer = |e: &Expr| Ok(matches!(e, Expr::OuterReferenceColumn(..)));
-    let refers_outside = |e: &Expr| e.exists(is_outer).unwrap_or(true);
-    let mut by_equalities = true;
-    let _ = plan.apply_with_subqueries(|node| {
-        by_equalities = match node {
-            LogicalPlan::Filter(filter) => split_conjunction(&filter.predicate)
-                .into_iter()
-                .all(|c| !refers_outside(c) || is_equality(c)),
-            node => !node.expressions().iter().any(refers_outside),
-        };
-        Ok(match by_equalities {
-            true => TreeNodeRecursion::Continue,
-            false => TreeNodeRecursion::Stop,
-        })
-    });
-    by_equalities
-}
-
-fn is_equality(expr: &Expr) -> bool {
-    matches!(
-        expr,
-        Expr::BinaryExpr(BinaryExpr {
-            op: Operator::Eq,
-            ..
-        })
-    )
 }
 
 /// `expr`, of the outer query's columns (`input`), as the subquery refers to them.
