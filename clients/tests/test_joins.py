@@ -1157,7 +1157,8 @@ def postgres_rows(postgres, sql):
 def as_text(table):
     """Rows as PostgreSQL's text gives them (booleans `t`/`f`)."""
     text = lambda v: None if v is None else ({True: "t", False: "f"}[v] if isinstance(v, bool) else str(v))
-    return [tuple(text(v) for v in row.values()) for row in table.to_pylist()]
+    columns = [column.to_pylist() for column in table.columns]
+    return [tuple(text(column[i]) for column in columns) for i in range(table.num_rows)]
 
 
 def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
@@ -1170,7 +1171,9 @@ def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
     the table (DataFusion 53 took `h.g` for a field of `cu.h`, src/sql/outer_names.rs).
     A scalar subquery correlated by more than equalities, or not aggregated, was refused
     (src/sql/inequality_subqueries.rs, src/sql/scalar_subqueries.rs), as were `IN`,
-    `EXISTS`, `ANY`, `ALL` so correlated as values (src/sql/subquery_values.rs)."""
+    `EXISTS`, `ANY`, `ALL` so correlated as values (src/sql/subquery_values.rs), and a
+    lateral subquery that aggregates or filters a table by the left row
+    (src/sql/lateral.rs)."""
     server, _ = join_server
     queries = [
         "SELECT k FROM co WHERE g NOT IN (SELECT h FROM cu WHERE cu.k < co.k)",
@@ -1202,6 +1205,12 @@ def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
         "FROM co",
         "SELECT k, EXISTS (SELECT 1 FROM cu WHERE cu.k < co.k AND cu.h = 1) AS e, "
         "g > ALL (SELECT h FROM cu WHERE cu.k > co.k) AS a, s < SOME (SELECT s FROM cu WHERE cu.k <> co.k) AS o FROM co",
+        # Lateral subqueries: an aggregate of one row per left row, a filtered table.
+        "SELECT co.k, l.m, l.n FROM co CROSS JOIN LATERAL (SELECT max(k) AS m, count(*) AS n FROM cu "
+        "WHERE cu.k < co.k) l",
+        "SELECT co.k, l.k FROM co JOIN LATERAL (SELECT cu.k FROM cu WHERE cu.h = co.g AND cu.s <> co.s) l ON TRUE",
+        "SELECT co.k, l.k, l.t FROM co LEFT JOIN LATERAL (SELECT cu.k, cu.s AS t FROM cu WHERE cu.k > co.k) l "
+        "ON l.t IS NOT NULL",
         # Not aggregated: its one row (or none) is the value.
         "SELECT k, (SELECT s FROM cu WHERE cu.k = co.k) AS v FROM co",
         "SELECT k, (SELECT s FROM cu WHERE cu.k = co.k + 2 OR cu.k = co.k + 20) AS v FROM co",

@@ -17,11 +17,12 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, DFSchema, Result as DfResult, ScalarValue};
+use datafusion::common::{Column, DFSchema, Result as DfResult, ScalarValue, Spans};
 use datafusion::functions_nested::expr_fn::array_empty;
+use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
 use datafusion::logical_expr::{
-    Expr, Filter, Join, JoinType, LogicalPlan, Projection, Subquery, SubqueryAlias, Unnest, not,
-    when,
+    Expr, Filter, Join, JoinType, LogicalPlan, LogicalPlanBuilder, Projection, Subquery,
+    SubqueryAlias, Unnest, not, when,
 };
 
 use datafusion::sql::parser::Statement;
@@ -227,4 +228,163 @@ fn with_left_columns(expr: Expr, left: &DFSchema) -> DfResult<(Expr, bool)> {
 
 fn columns_of(schema: &DFSchema) -> Vec<Expr> {
     schema.columns().into_iter().map(Expr::Column).collect()
+}
+
+/// `t CROSS JOIN LATERAL (SELECT max(u.k) AS m FROM u WHERE u.g = t.g) l`, and the `JOIN
+/// … ON` and `LEFT JOIN … ON TRUE` forms: a lateral subquery that aggregates without
+/// grouping gives each left row exactly one row, so each of its columns is a scalar
+/// subquery of that row, which DataFusion 53 (or `src/sql/inequality_subqueries.rs`)
+/// joins; as a lateral join it was refused ("Physical plan does not support logical
+/// expression OuterReferenceColumn").
+pub(super) fn lateral_aggregates_as_values(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let plan = plan.transform_up_with_subqueries(|node| match node {
+        LogicalPlan::Join(join) if join.join_type == JoinType::Inner || keeps_left_rows(&join) => {
+            Ok(match aggregate_as_values(&join)? {
+                Some(plan) => Transformed::yes(plan),
+                None => Transformed::no(LogicalPlan::Join(join)),
+            })
+        }
+        other => Ok(Transformed::no(other)),
+    })?;
+    Ok(plan.data)
+}
+
+/// The join's rows as the left side's with a scalar subquery for each column of its
+/// right side, where that is a lateral subquery of one aggregated row.
+fn aggregate_as_values(join: &Join) -> DfResult<Option<LogicalPlan>> {
+    let subquery = match join.right.as_ref() {
+        LogicalPlan::SubqueryAlias(SubqueryAlias { input, .. }) => input.as_ref(),
+        other => other,
+    };
+    let LogicalPlan::Subquery(Subquery { subquery, .. }) = subquery else {
+        return Ok(None);
+    };
+    let (values, aggregate) = match subquery.as_ref() {
+        LogicalPlan::Projection(projection) => (projection.expr.clone(), &projection.input),
+        aggregate => (columns_of(aggregate.schema()), subquery),
+    };
+    let LogicalPlan::Aggregate(grouping) = aggregate.as_ref() else {
+        return Ok(None);
+    };
+    if !grouping.group_expr.is_empty() {
+        return Ok(None);
+    }
+    let mut columns = columns_of(join.left.schema());
+    for (value, (qualifier, field)) in values.into_iter().zip(join.right.schema().iter()) {
+        let one_value =
+            LogicalPlan::Projection(Projection::try_new(vec![value], Arc::clone(aggregate))?);
+        let scalar = Expr::ScalarSubquery(Subquery {
+            outer_ref_columns: one_value.all_out_ref_exprs(),
+            subquery: Arc::new(one_value),
+            spans: Spans::new(),
+        });
+        columns.push(scalar.alias_qualified(qualifier.cloned(), field.name()));
+    }
+    let mut plan = LogicalPlan::Projection(Projection::try_new(columns, Arc::clone(&join.left))?);
+    let condition = (join.on.iter())
+        .map(|(l, r)| l.clone().eq(r.clone()))
+        .chain(join.filter.clone())
+        .reduce(Expr::and);
+    if let Some(condition) = condition.filter(|_| join.join_type == JoinType::Inner) {
+        plan = LogicalPlan::Filter(Filter::try_new(condition, Arc::new(plan))?);
+    }
+    Ok(Some(plan))
+}
+
+/// `t JOIN LATERAL (SELECT u.k FROM u WHERE u.g = t.g AND …) l ON …` (and `CROSS JOIN`,
+/// `LEFT JOIN`): a lateral subquery that filters a table by the left row is a join with
+/// that table on the filter, which DataFusion 53 does not make of it (it refused the
+/// statement). The columns the filter reads of the table are carried out of the
+/// subquery's projection under names of their own, and dropped above the join.
+pub(super) fn lateral_filters_as_joins(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let plan = plan.transform_up_with_subqueries(|node| match node {
+        LogicalPlan::Join(join) if matches!(join.join_type, JoinType::Inner | JoinType::Left) => {
+            Ok(match filter_as_join(&join)? {
+                Some(plan) => Transformed::yes(plan),
+                None => Transformed::no(LogicalPlan::Join(join)),
+            })
+        }
+        other => Ok(Transformed::no(other)),
+    })?;
+    Ok(plan.data)
+}
+
+fn filter_as_join(join: &Join) -> DfResult<Option<LogicalPlan>> {
+    let LogicalPlan::SubqueryAlias(SubqueryAlias { input, alias, .. }) = join.right.as_ref() else {
+        return Ok(None);
+    };
+    let LogicalPlan::Subquery(Subquery { subquery, .. }) = input.as_ref() else {
+        return Ok(None);
+    };
+    let LogicalPlan::Projection(projection) = subquery.as_ref() else {
+        return Ok(None);
+    };
+    let LogicalPlan::Filter(filter) = projection.input.as_ref() else {
+        return Ok(None);
+    };
+    let outer = |e: &Expr| {
+        e.exists(|e| Ok(matches!(e, Expr::OuterReferenceColumn(..))))
+            .unwrap_or(true)
+    };
+    let (correlation, local): (Vec<Expr>, Vec<Expr>) =
+        split_conjunction_owned(filter.predicate.clone())
+            .into_iter()
+            .partition(outer);
+    let plain = !correlation.is_empty()
+        && !projection.expr.iter().any(outer)
+        && !filter
+            .input
+            .exists(|node| Ok(node.expressions().iter().any(outer)))
+            .unwrap_or(true);
+    if !plain {
+        return Ok(None);
+    }
+    // The table's columns the correlation reads, carried out under names of their own.
+    let mut carried: Vec<Column> = Vec::new();
+    for conjunct in &correlation {
+        conjunct.apply(|e| {
+            if let Expr::Column(column) = e
+                && !carried.contains(column)
+            {
+                carried.push(column.clone());
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        })?;
+    }
+    let carried_name = |i: usize| format!("__floe_lateral_{i}");
+    let mut rows = Arc::clone(&filter.input);
+    if let Some(local) = conjunction(local) {
+        rows = Arc::new(LogicalPlan::Filter(Filter::try_new(local, rows)?));
+    }
+    let mut exprs = projection.expr.clone();
+    exprs.extend(
+        (carried.iter().enumerate()).map(|(i, c)| Expr::Column(c.clone()).alias(carried_name(i))),
+    );
+    let rows = LogicalPlan::Projection(Projection::try_new(exprs, rows)?);
+    let right = LogicalPlan::SubqueryAlias(SubqueryAlias::try_new(Arc::new(rows), alias.clone())?);
+    let on_rows = correlation.into_iter().map(|conjunct| {
+        conjunct
+            .transform(|e| match e {
+                Expr::OuterReferenceColumn(_, column) => Ok(Transformed::yes(Expr::Column(column))),
+                Expr::Column(column) => {
+                    let i = carried.iter().position(|c| *c == column).unwrap_or(0);
+                    Ok(Transformed::yes(Expr::Column(Column::new(
+                        Some(alias.clone()),
+                        carried_name(i),
+                    ))))
+                }
+                other => Ok(Transformed::no(other)),
+            })
+            .map(|t| t.data)
+    });
+    let condition = (join.on.iter())
+        .map(|(l, r)| Ok(l.clone().eq(r.clone())))
+        .chain(join.filter.clone().map(Ok))
+        .chain(on_rows)
+        .collect::<DfResult<Vec<Expr>>>()?;
+    let joined = LogicalPlanBuilder::from(join.left.as_ref().clone())
+        .join_on(right, join.join_type, condition)?
+        .project(columns_of(&join.schema))?
+        .build()?;
+    Ok(Some(joined))
 }
