@@ -1205,6 +1205,9 @@ def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
         "FROM co",
         "SELECT k, EXISTS (SELECT 1 FROM cu WHERE cu.k < co.k AND cu.h = 1) AS e, "
         "g > ALL (SELECT h FROM cu WHERE cu.k > co.k) AS a, s < SOME (SELECT s FROM cu WHERE cu.k <> co.k) AS o FROM co",
+        # Correlated row IN (src/sql/row_in.rs, the subquery's own filter).
+        "SELECT k FROM co WHERE (co.g, co.s) IN (SELECT h, s FROM cu WHERE cu.k > co.k - 3)",
+        "SELECT k FROM co WHERE (co.g, co.s) NOT IN (SELECT h, s FROM cu WHERE cu.k <> co.k)",
         # Lateral subqueries: an aggregate of one row per left row, a filtered table.
         "SELECT co.k, l.m, l.n FROM co CROSS JOIN LATERAL (SELECT max(k) AS m, count(*) AS n FROM cu "
         "WHERE cu.k < co.k) l",
@@ -1230,3 +1233,25 @@ def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
         cur.execute(delete)
         kept = "SELECT k FROM co"
         assert sorted(as_text(query(cur, kept))) == sorted(postgres_rows(postgres, kept)) != [], delete
+
+
+def test_top_groups_keep_the_null_group_as_postgresql_does(join_server, postgres):
+    """`SELECT DISTINCT g … ORDER BY g DESC LIMIT n` and `GROUP BY … ORDER BY max(x) LIMIT
+    n`: DataFusion 53 kept only the first n groups as it went, knowing no NULL, and lost
+    the NULL group that PostgreSQL sorts first when descending (src/cluster/topk_nulls.rs)."""
+    server, _ = join_server
+    values = "(1, 1, 10), (2, NULL, 20), (3, 2, NULL), (4, 3, 40), (5, 3, 50), (6, NULL, 5), (7, 4, NULL)"
+    queries = [
+        "SELECT DISTINCT g FROM tn ORDER BY g DESC LIMIT 2",
+        "SELECT g FROM tn GROUP BY g ORDER BY g LIMIT 10",
+        "SELECT g FROM tn UNION SELECT k FROM tn ORDER BY 1 DESC LIMIT 3",
+        "SELECT g, max(x) AS m FROM tn GROUP BY g ORDER BY m DESC LIMIT 2",
+        "SELECT g, min(x) AS m FROM tn GROUP BY g ORDER BY m NULLS FIRST LIMIT 2",
+    ]
+    with server.connect() as conn, conn.cursor() as cur:
+        postgres.psql(f"CREATE TABLE tn (k INT, g INT, x INT); INSERT INTO tn VALUES {values}")
+        cur.execute("CREATE TABLE tn (k INT, g INT, x INT)")
+        cur.execute(f"INSERT INTO tn VALUES {values}")
+        for sql in queries:
+            # Groups tied at the limit (two NULL maxima) come in either order.
+            assert sorted(as_text(query(cur, sql)), key=str) == sorted(postgres_rows(postgres, sql), key=str), sql

@@ -40,6 +40,7 @@ pub(crate) mod single_row;
 mod statistics_answers;
 mod table_functions;
 mod task_errors;
+mod topk_nulls;
 mod window_sorts;
 mod window_variants;
 
@@ -201,6 +202,7 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
     rules.push(Arc::new(like_segments::LIKE_SEGMENTS));
     rules.push(Arc::new(filter_order::FILTER_ORDER));
     rules.push(Arc::new(window_sorts::WINDOW_SORTS));
+    rules.push(Arc::new(topk_nulls::TOP_GROUPS_WITH_NULLS));
     rules.push(Arc::new(
         empty_projections::ONE_COLUMN_FOR_EMPTY_PROJECTIONS,
     ));

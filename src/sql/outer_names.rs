@@ -15,7 +15,8 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
-    Expr, Ident, ObjectName, Query, SetExpr, TableFactor, TableWithJoins, VisitMut, VisitorMut,
+    Expr, Ident, ObjectName, Query, Select, SetExpr, TableFactor, TableWithJoins, VisitMut,
+    VisitorMut,
 };
 
 use super::parse::sql_statement_mut;
@@ -66,7 +67,8 @@ impl Scopes {
     /// and not of the innermost one.
     fn outer_prefix(&self, table: &Ident) -> Option<Vec<Ident>> {
         let (innermost, outer) = self.0.split_last()?;
-        let named = |written: &&Vec<Ident>| written.last().is_some_and(|last| same(last, table));
+        let named =
+            |written: &&Vec<Ident>| written.last().is_some_and(|last| same_name(last, table));
         if innermost.iter().any(|w| named(&w)) {
             return None;
         }
@@ -83,7 +85,7 @@ impl Scopes {
 }
 
 /// Whether two identifiers name the same thing (unquoted ones without case).
-fn same(a: &Ident, b: &Ident) -> bool {
+pub(super) fn same_name(a: &Ident, b: &Ident) -> bool {
     let normal = |i: &Ident| match i.quote_style {
         Some(_) => i.value.clone(),
         None => i.value.to_lowercase(),
@@ -91,14 +93,19 @@ fn same(a: &Ident, b: &Ident) -> bool {
     normal(a) == normal(b)
 }
 
+/// The names of the tables of `select`, each as written (an alias is one part).
+pub(super) fn tables_of_select(select: &Select) -> Vec<Vec<Ident>> {
+    let mut tables = Vec::new();
+    for from in &select.from {
+        joined_tables(from, &mut tables);
+    }
+    tables
+}
+
 /// The names of the tables of the selects of `body`.
 fn tables_of(body: &SetExpr, tables: &mut Vec<Vec<Ident>>) {
     match body {
-        SetExpr::Select(select) => {
-            for from in &select.from {
-                joined_tables(from, tables);
-            }
-        }
+        SetExpr::Select(select) => tables.extend(tables_of_select(select)),
         SetExpr::SetOperation { left, right, .. } => {
             tables_of(left, tables);
             tables_of(right, tables);

@@ -26,9 +26,10 @@ use std::ops::ControlFlow;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, Expr, GroupByExpr, Query, Select, SelectItem, SetExpr, Statement,
-    UnaryOperator, Value, VisitMut, VisitorMut, visit_expressions_mut,
+    UnaryOperator, Value, VisitMut, VisitorMut, visit_expressions, visit_expressions_mut,
 };
 
+use super::outer_names::{same_name, tables_of_select};
 use super::parse::{parse, selects_mut, sql_statement_mut};
 use crate::error::{FloeError, Result};
 
@@ -235,7 +236,10 @@ impl Rewriter {
 
     /// `EXISTS` of a NULL among the values of `subquery` (of one column).
     fn holds_null(&mut self, subquery: &Query) -> String {
-        if let Some(rows) = null_rows_of_plain(subquery) {
+        if let Some((select, columns)) = plain_columns(subquery)
+            && let [column] = columns.as_slice()
+        {
+            let rows = rows_where(select, Expr::IsNull(Box::new((*column).clone())));
             return format!("EXISTS ({rows})");
         }
         let name = self.next_name();
@@ -252,6 +256,17 @@ impl Rewriter {
         values: &[Expr],
         holds: fn(&str, &Expr) -> String,
     ) -> String {
+        if let Some((select, columns)) = plain_columns(subquery)
+            && columns.len() == values.len()
+            && values.iter().all(|v| reads_only_outer_tables(v, select))
+        {
+            let conditions: Vec<String> = (columns.iter().zip(values))
+                .map(|(column, value)| holds(&column.to_string(), value))
+                .collect();
+            if let Ok(condition) = parsed_expr(&conditions.join(" AND ")) {
+                return format!("EXISTS ({})", rows_where(select, condition));
+            }
+        }
         let name = self.next_name();
         let columns: Vec<String> = (1..=values.len()).map(|i| format!("__floe_c{i}")).collect();
         let conditions: Vec<String> = columns
@@ -267,11 +282,11 @@ impl Rewriter {
     }
 }
 
-/// The rows of a plain `SELECT column FROM … [WHERE …]` whose column is NULL, as `SELECT 1
-/// FROM … WHERE … AND column IS NULL`: a correlated subquery keeps its references to the
-/// outer query in its own filter, where DataFusion joins by them (under a derived table
-/// they are not found: "No field named __floe_row_in_1.s").
-fn null_rows_of_plain(subquery: &Query) -> Option<Select> {
+/// The select and columns of a plain `SELECT c1, … FROM … [WHERE …]` of columns (no
+/// grouping, `DISTINCT` or `LIMIT`): its rows can be filtered further in its own `WHERE`,
+/// where a correlated one keeps its references to the outer query and DataFusion joins by
+/// them (under a derived table they are not found: "No field named __floe_row_in_1.s").
+fn plain_columns(subquery: &Query) -> Option<(&Select, Vec<&Expr>)> {
     let SetExpr::Select(select) = subquery.body.as_ref() else {
         return None;
     };
@@ -285,32 +300,58 @@ fn null_rows_of_plain(subquery: &Query) -> Option<Select> {
         && select.qualify.is_none()
         && !select.from.is_empty()
         && matches!(&select.group_by, GroupByExpr::Expressions(keys, modifiers) if keys.is_empty() && modifiers.is_empty());
-    let [SelectItem::UnnamedExpr(column) | SelectItem::ExprWithAlias { expr: column, .. }] =
-        select.projection.as_slice()
-    else {
-        return None;
-    };
-    if !(plain_query
-        && plain_select
-        && matches!(column, Expr::Identifier(_) | Expr::CompoundIdentifier(_)))
-    {
+    if !(plain_query && plain_select) {
         return None;
     }
-    let is_null = Expr::IsNull(Box::new(column.clone()));
-    let mut rows = select.as_ref().clone();
+    let columns = select.projection.iter().map(|item| match item {
+        SelectItem::UnnamedExpr(column) | SelectItem::ExprWithAlias { expr: column, .. }
+            if matches!(column, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) =>
+        {
+            Some(column)
+        }
+        _ => None,
+    });
+    Some((select, columns.collect::<Option<Vec<_>>>()?))
+}
+
+/// `select`'s rows where `condition` also holds, as `SELECT 1 FROM … WHERE …`.
+fn rows_where(select: &Select, condition: Expr) -> Select {
+    let mut rows = select.clone();
     rows.projection = vec![SelectItem::UnnamedExpr(Expr::value(Value::Number(
         "1".into(),
         false,
     )))];
     rows.selection = Some(match rows.selection.take() {
-        Some(condition) => Expr::BinaryOp {
-            left: Box::new(Expr::Nested(Box::new(condition))),
+        Some(own) => Expr::BinaryOp {
+            left: Box::new(Expr::Nested(Box::new(own))),
             op: BinaryOperator::And,
-            right: Box::new(is_null),
+            right: Box::new(Expr::Nested(Box::new(condition))),
         },
-        None => is_null,
+        None => condition,
     });
-    Some(rows)
+    rows
+}
+
+/// Whether `value` reads only tables that are not among `select`'s own, each by a
+/// qualified name: written inside the subquery's `WHERE`, it still names the outer row.
+fn reads_only_outer_tables(value: &Expr, select: &Select) -> bool {
+    let own = tables_of_select(select);
+    let mut outer_only = true;
+    let _ = visit_expressions(value, |e| {
+        outer_only &= match e {
+            Expr::Identifier(_)
+            | Expr::Subquery(_)
+            | Expr::Exists { .. }
+            | Expr::InSubquery { .. } => false,
+            Expr::CompoundIdentifier(parts) => parts.first().is_some_and(|table| {
+                !own.iter()
+                    .any(|w| w.last().is_some_and(|last| same_name(last, table)))
+            }),
+            _ => true,
+        };
+        ControlFlow::<()>::Continue(())
+    });
+    outer_only
 }
 
 /// Whether `expr` is a single value's `IN` subquery, possibly in parentheses.
