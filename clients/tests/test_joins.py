@@ -1205,6 +1205,11 @@ def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
         "FROM co",
         "SELECT k, EXISTS (SELECT 1 FROM cu WHERE cu.k < co.k AND cu.h = 1) AS e, "
         "g > ALL (SELECT h FROM cu WHERE cu.k > co.k) AS a, s < SOME (SELECT s FROM cu WHERE cu.k <> co.k) AS o FROM co",
+        # A right semi or anti nested loop join computing part of its condition on its
+        # left side (the job panicked: src/cluster/join_projections.rs).
+        "SELECT x.k, y.k FROM co x, co y WHERE EXISTS (SELECT 1 FROM cu WHERE cu.h = x.g + 1 OR cu.k = y.k * 2)",
+        "SELECT x.k, y.k FROM co x, co y WHERE NOT EXISTS (SELECT 1 FROM cu WHERE cu.h = x.g + 1 OR cu.k = y.k)",
+        "SELECT x.k, y.k FROM co x, co y WHERE x.g + y.k NOT IN (SELECT h FROM cu WHERE cu.k < x.k AND cu.h > 1)",
         # Correlated row IN (src/sql/row_in.rs, the subquery's own filter).
         "SELECT k FROM co WHERE (co.g, co.s) IN (SELECT h, s FROM cu WHERE cu.k > co.k - 3)",
         "SELECT k FROM co WHERE (co.g, co.s) NOT IN (SELECT h, s FROM cu WHERE cu.k <> co.k)",

@@ -12,8 +12,12 @@
 
 use std::sync::Arc;
 
-use datafusion::common::JoinType;
+use datafusion::common::tree_node::TreeNode;
+use datafusion::common::{JoinSide, JoinType};
 use datafusion::error::Result;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr_common::physical_expr::is_volatile;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec};
@@ -37,6 +41,43 @@ pub(super) fn with_one_sided_joins_kept(
         .unwrap_or(rules.len());
     rules.insert(pushdown, Arc::new(PROJECTIONS_STAY_ABOVE_ONE_SIDED_JOINS));
     rules
+}
+
+/// Whether `ProjectionPushdown`, computing a part of `join`'s filter on its left side
+/// (`a.g + 1` of `b.h = a.g + 1 OR …`), would move the columns of a projection the join
+/// has as if the join output both sides: for a right semi or anti join (which outputs the
+/// right side only) they pointed past its columns and the job panicked ("index out of
+/// bounds", "ended without a status"). Without a projection, that pushdown gives the
+/// join the right one (and so a projection of its own), so none is added here.
+fn projection_shifted_by_filter_pushdown(join: &NestedLoopJoinExec) -> bool {
+    let right_only = matches!(join.join_type(), JoinType::RightSemi | JoinType::RightAnti);
+    let Some(filter) = join.filter().filter(|_| right_only) else {
+        return false;
+    };
+    let reads = |expr: &Arc<dyn PhysicalExpr>, side: JoinSide| {
+        expr.exists(|e| {
+            Ok(e.as_any().downcast_ref::<Column>().is_some_and(|c| {
+                (filter.column_indices().get(c.index())).is_some_and(|i| i.side == side)
+            }))
+        })
+        .unwrap_or(true)
+    };
+    fn left_computation(
+        expr: &Arc<dyn PhysicalExpr>,
+        reads: &dyn Fn(&Arc<dyn PhysicalExpr>, JoinSide) -> bool,
+    ) -> bool {
+        if !reads(expr, JoinSide::Left) {
+            return false;
+        }
+        if reads(expr, JoinSide::Right) || is_volatile(expr) {
+            return expr
+                .children()
+                .into_iter()
+                .any(|c| left_computation(c, reads));
+        }
+        !expr.children().is_empty()
+    }
+    left_computation(filter.expression(), &reads)
 }
 
 /// Whether a join of this type outputs the columns of one side only.
@@ -63,6 +104,7 @@ fn with_all_columns_projected(
     if let Some(join) = any.downcast_ref::<NestedLoopJoinExec>()
         && one_sided(join.join_type())
         && !join.contains_projection()
+        && !projection_shifted_by_filter_pushdown(join)
     {
         return Ok(Some(Arc::new(join.with_projection(all())?)));
     }
