@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use datafusion::common::DFSchema;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 
@@ -51,4 +51,33 @@ fn input_schema(node: &LogicalPlan) -> Arc<DFSchema> {
             Arc::new(merged)
         }
     }
+}
+
+/// `expr` (an aggregate of a statement, or an expression of aggregates) with each of its
+/// aggregate calls but `grouping(…)` counting only the rows where `condition` holds (added
+/// to its `FILTER`), under the name it had.
+pub(super) fn aggregates_filtered(
+    expr: Expr,
+    condition: &Expr,
+) -> datafusion::common::Result<Expr> {
+    let name = expr.schema_name().to_string();
+    let filtered = expr.transform_down(|e| match e {
+        Expr::AggregateFunction(mut function) if function.func.name() != "grouping" => {
+            function.params.filter = Some(Box::new(match function.params.filter.take() {
+                Some(filter) => filter.as_ref().clone().and(condition.clone()),
+                None => condition.clone(),
+            }));
+            Ok(Transformed::new(
+                Expr::AggregateFunction(function),
+                true,
+                TreeNodeRecursion::Jump,
+            ))
+        }
+        other => Ok(Transformed::no(other)),
+    })?;
+    Ok(match filtered.data {
+        Expr::Alias(alias) => Expr::Alias(alias),
+        expr if expr.schema_name().to_string() != name => expr.alias(name),
+        expr => expr,
+    })
 }

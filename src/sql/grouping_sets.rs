@@ -20,7 +20,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::common::JoinType;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{Column, ScalarValue};
 use datafusion::functions_aggregate::count::count_udaf;
 use datafusion::functions_aggregate::grouping::grouping_udaf;
@@ -33,6 +33,7 @@ use datafusion::logical_expr::{
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::{self, GroupByExpr, Query, VisitMut, VisitorMut};
 
+use super::expr_rewrite::aggregates_filtered;
 use super::parse::{selects_mut, sql_statement_mut};
 use crate::error::Result;
 
@@ -296,7 +297,7 @@ fn padded(
     let not_pad = !Expr::Column(Column::from_name(PAD));
     let mut aggregates: Vec<Expr> = aggregates
         .into_iter()
-        .map(|expr| without_padding(expr, &not_pad))
+        .map(|expr| aggregates_filtered(expr, &not_pad))
         .collect::<datafusion::common::Result<_>>()?;
     let count = AggregateFunction::new_udf(
         count_udaf(),
@@ -338,28 +339,4 @@ fn with_padding_row(input: LogicalPlan) -> datafusion::common::Result<LogicalPla
         .collect();
     requalified.push(Expr::Column(Column::from_name(PAD)));
     LogicalPlanBuilder::from(both).project(requalified)?.build()
-}
-
-/// An aggregate of the statement that leaves the padding row out, under its own name.
-fn without_padding(expr: Expr, not_pad: &Expr) -> datafusion::common::Result<Expr> {
-    let name = expr.schema_name().to_string();
-    let filtered = expr.transform_down(|e| match e {
-        Expr::AggregateFunction(mut function) if function.func.name() != "grouping" => {
-            function.params.filter = Some(Box::new(match function.params.filter.take() {
-                Some(filter) => filter.as_ref().clone().and(not_pad.clone()),
-                None => not_pad.clone(),
-            }));
-            Ok(Transformed::new(
-                Expr::AggregateFunction(function),
-                true,
-                datafusion::common::tree_node::TreeNodeRecursion::Jump,
-            ))
-        }
-        other => Ok(Transformed::no(other)),
-    })?;
-    Ok(match filtered.data {
-        Expr::Alias(alias) => Expr::Alias(alias),
-        expr if expr.schema_name().to_string() != name => expr.alias(name),
-        expr => expr,
-    })
 }

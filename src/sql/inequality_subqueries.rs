@@ -23,6 +23,7 @@ use datafusion::logical_expr::{
     Aggregate, Expr, Filter, JoinType, LogicalPlan, LogicalPlanBuilder, Projection, Subquery, lit,
 };
 
+use super::expr_rewrite::aggregates_filtered;
 use crate::error::Result;
 
 /// Marks the rows of a subquery joined with an outer value.
@@ -219,7 +220,7 @@ impl Parts {
         }
         let matched = Expr::Column(Column::from_name(MATCHED)).is_not_null();
         let aggregates = (self.aggregate.aggr_expr.into_iter())
-            .map(|a| of_matched_rows(a, &matched))
+            .map(|a| aggregates_filtered(a, &matched))
             .collect::<datafusion::error::Result<Vec<_>>>()?;
         let values = joined
             .aggregate(key_columns(), aggregates)?
@@ -245,30 +246,6 @@ impl Parts {
         columns.push(Expr::Column(Column::from_name(value_name)));
         LogicalPlanBuilder::from(joined).project(columns)?.build()
     }
-}
-
-/// An aggregate of the subquery, over the rows joined with an outer value only, under
-/// its own name.
-fn of_matched_rows(expr: Expr, matched: &Expr) -> datafusion::error::Result<Expr> {
-    let name = expr.schema_name().to_string();
-    let filtered = expr.transform_down(|e| match e {
-        Expr::AggregateFunction(mut function) => {
-            function.params.filter = Some(Box::new(match function.params.filter.take() {
-                Some(filter) => filter.as_ref().clone().and(matched.clone()),
-                None => matched.clone(),
-            }));
-            Ok(Transformed::new(
-                Expr::AggregateFunction(function),
-                true,
-                TreeNodeRecursion::Jump,
-            ))
-        }
-        other => Ok(Transformed::no(other)),
-    })?;
-    Ok(match filtered.data {
-        Expr::Alias(alias) => Expr::Alias(alias),
-        expr => expr.alias(name),
-    })
 }
 
 fn refers_outside(expr: &Expr) -> bool {

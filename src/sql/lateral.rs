@@ -230,28 +230,12 @@ fn columns_of(schema: &DFSchema) -> Vec<Expr> {
     schema.columns().into_iter().map(Expr::Column).collect()
 }
 
-/// `t CROSS JOIN LATERAL (SELECT max(u.k) AS m FROM u WHERE u.g = t.g) l`, and the `JOIN
-/// … ON` and `LEFT JOIN … ON TRUE` forms: a lateral subquery that aggregates without
-/// grouping gives each left row exactly one row, so each of its columns is a scalar
-/// subquery of that row, which DataFusion 53 (or `src/sql/inequality_subqueries.rs`)
-/// joins; as a lateral join it was refused ("Physical plan does not support logical
-/// expression OuterReferenceColumn").
-pub(super) fn lateral_aggregates_as_values(plan: LogicalPlan) -> Result<LogicalPlan> {
-    let plan = plan.transform_up_with_subqueries(|node| match node {
-        LogicalPlan::Join(join) if join.join_type == JoinType::Inner || keeps_left_rows(&join) => {
-            Ok(match aggregate_as_values(&join)? {
-                Some(plan) => Transformed::yes(plan),
-                None => Transformed::no(LogicalPlan::Join(join)),
-            })
-        }
-        other => Ok(Transformed::no(other)),
-    })?;
-    Ok(plan.data)
-}
-
 /// The join's rows as the left side's with a scalar subquery for each column of its
 /// right side, where that is a lateral subquery of one aggregated row.
 fn aggregate_as_values(join: &Join) -> DfResult<Option<LogicalPlan>> {
+    if join.join_type != JoinType::Inner && !keeps_left_rows(join) {
+        return Ok(None);
+    }
     let subquery = match join.right.as_ref() {
         LogicalPlan::SubqueryAlias(SubqueryAlias { input, .. }) => input.as_ref(),
         other => other,
@@ -291,15 +275,25 @@ fn aggregate_as_values(join: &Join) -> DfResult<Option<LogicalPlan>> {
     Ok(Some(plan))
 }
 
-/// `t JOIN LATERAL (SELECT u.k FROM u WHERE u.g = t.g AND …) l ON …` (and `CROSS JOIN`,
-/// `LEFT JOIN`): a lateral subquery that filters a table by the left row is a join with
-/// that table on the filter, which DataFusion 53 does not make of it (it refused the
-/// statement). The columns the filter reads of the table are carried out of the
-/// subquery's projection under names of their own, and dropped above the join.
-pub(super) fn lateral_filters_as_joins(plan: LogicalPlan) -> Result<LogicalPlan> {
+/// Lateral subqueries over a table that DataFusion 53 refused ("Physical plan does not
+/// support logical expression OuterReferenceColumn"):
+///
+/// * one that aggregates without grouping (`t CROSS JOIN LATERAL (SELECT max(u.k) AS m
+///   FROM u WHERE u.g = t.g) l`, also `JOIN … ON`, `LEFT JOIN … ON TRUE`) gives each left
+///   row exactly one row, so each of its columns is a scalar subquery of that row, which
+///   DataFusion (or `src/sql/inequality_subqueries.rs`) joins;
+/// * one that filters a table by the left row (`t JOIN LATERAL (SELECT u.k FROM u WHERE
+///   u.g = t.g AND …) l ON …`, also `CROSS`, `LEFT`) is a join with that table on the
+///   filter: the columns the filter reads of the table are carried out of the subquery's
+///   projection under names of their own, and dropped above the join.
+pub(super) fn lateral_subqueries_joined(plan: LogicalPlan) -> Result<LogicalPlan> {
     let plan = plan.transform_up_with_subqueries(|node| match node {
-        LogicalPlan::Join(join) if matches!(join.join_type, JoinType::Inner | JoinType::Left) => {
-            Ok(match filter_as_join(&join)? {
+        LogicalPlan::Join(join) => {
+            let joined = match aggregate_as_values(&join)? {
+                Some(plan) => Some(plan),
+                None => filter_as_join(&join)?,
+            };
+            Ok(match joined {
                 Some(plan) => Transformed::yes(plan),
                 None => Transformed::no(LogicalPlan::Join(join)),
             })
@@ -310,6 +304,9 @@ pub(super) fn lateral_filters_as_joins(plan: LogicalPlan) -> Result<LogicalPlan>
 }
 
 fn filter_as_join(join: &Join) -> DfResult<Option<LogicalPlan>> {
+    if !matches!(join.join_type, JoinType::Inner | JoinType::Left) {
+        return Ok(None);
+    }
     let LogicalPlan::SubqueryAlias(SubqueryAlias { input, alias, .. }) = join.right.as_ref() else {
         return Ok(None);
     };

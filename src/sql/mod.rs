@@ -949,8 +949,7 @@ async fn plan_resolved(
     let plan = intervals::dates_with_times_as_timestamps(plan)?;
     let plan = set_operations::with_multiset_intersect_and_except(plan)?;
     let plan = lateral::lateral_unnests_as_plain(plan)?;
-    let plan = lateral::lateral_aggregates_as_values(plan)?;
-    let plan = lateral::lateral_filters_as_joins(plan)?;
+    let plan = lateral::lateral_subqueries_joined(plan)?;
     let plan = windows::windows_in_sorts_computed(plan)?;
     let plan = windows::subquery_filters_under_windows_projected(plan)?;
     let plan = using_joins::with_merged_using_columns(plan)?;
