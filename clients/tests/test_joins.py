@@ -1190,7 +1190,13 @@ def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
         "SELECT h.k FROM co h WHERE EXISTS (SELECT 1 FROM cu WHERE cu.h = h.g)",
         "SELECT s.k, (SELECT max(k) FROM cu WHERE cu.s = s.s) AS m FROM co s",
         "SELECT S.k FROM co S WHERE S.g IN (SELECT h FROM cu WHERE cu.s = s.s)",
+        # Quoted aliases, one with a quote inside, one a quoted column name of the subquery.
+        """SELECT "Co's".k FROM co "Co's" WHERE EXISTS (SELECT 1 FROM cu WHERE cu.h = "Co's".g)""",
+        """SELECT "h".k FROM co "h" WHERE "h".s NOT IN (SELECT s FROM cu WHERE cu.h = "h".g)""",
+        """SELECT k FROM co "c o" WHERE ("c o".g, "c o".s) IN (SELECT h, s FROM cu WHERE cu.k > "c o".k - 3)""",
         # Scalar subqueries correlated by more than equalities; the count of no rows is 0.
+        "SELECT k, (SELECT sum(h) FROM cu WHERE cu.k < co.k) AS v FROM co WHERE k < 0",
+        "SELECT k, (SELECT count(*) FROM cu WHERE cu.k < co.k AND cu.k < 0) AS c FROM co",
         "SELECT k, (SELECT sum(h) FROM cu WHERE cu.k < co.k) AS v FROM co",
         "SELECT k FROM co WHERE k > (SELECT count(*) FROM cu WHERE cu.h < co.g) + 1",
         "SELECT k, (SELECT count(*) FROM cu WHERE cu.h = co.g AND cu.k > co.k) AS c, "

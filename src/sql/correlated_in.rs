@@ -38,7 +38,7 @@ pub(super) fn with_correlated_in_as_exists(plan: LogicalPlan) -> Result<LogicalP
 }
 
 fn is_correlated_in(expr: &Expr) -> bool {
-    matches!(expr, Expr::InSubquery(InSubquery { subquery, .. }) if !subquery.outer_ref_columns.is_empty())
+    matches!(expr, Expr::InSubquery(is_in) if is_correlated_in_subquery(is_in))
 }
 
 fn exists_filter(filter: Filter) -> Result<Transformed<LogicalPlan>> {

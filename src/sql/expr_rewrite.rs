@@ -53,6 +53,11 @@ fn input_schema(node: &LogicalPlan) -> Arc<DFSchema> {
     }
 }
 
+/// Each column of `schema`, as an expression.
+pub(super) fn columns_of(schema: &DFSchema) -> Vec<Expr> {
+    schema.columns().into_iter().map(Expr::Column).collect()
+}
+
 /// `expr` (an aggregate of a statement, or an expression of aggregates) with each of its
 /// aggregate calls but `grouping(…)` counting only the rows where `condition` holds (added
 /// to its `FILTER`), under the name it had.

@@ -23,7 +23,7 @@ use datafusion::logical_expr::{
     Aggregate, Expr, Filter, JoinType, LogicalPlan, LogicalPlanBuilder, Projection, Subquery, lit,
 };
 
-use super::expr_rewrite::aggregates_filtered;
+use super::expr_rewrite::{aggregates_filtered, columns_of};
 use crate::error::Result;
 
 /// Marks the rows of a subquery joined with an outer value.
@@ -93,7 +93,7 @@ fn join_one(
         }
         LogicalPlan::Filter(filter) => {
             let kept = Filter::try_new(replace(filter.predicate.clone())?, Arc::new(joined))?;
-            let columns = input.schema().columns().into_iter().map(Expr::Column);
+            let columns = columns_of(input.schema());
             LogicalPlanBuilder::from(LogicalPlan::Filter(kept))
                 .project(columns)?
                 .build()?
@@ -202,12 +202,7 @@ impl Parts {
         if let Some(local) = conjunction(self.local) {
             rows = rows.filter(local)?;
         }
-        let mut marked: Vec<Expr> = rows
-            .schema()
-            .columns()
-            .into_iter()
-            .map(Expr::Column)
-            .collect();
+        let mut marked = columns_of(rows.schema());
         marked.push(lit(true).alias(MATCHED));
         let mut joined = LogicalPlanBuilder::from(distinct).join_on(
             rows.project(marked)?.build()?,
@@ -237,12 +232,7 @@ impl Parts {
                 NullEquality::NullEqualsNull,
             )?
             .build()?;
-        let mut columns: Vec<Expr> = input
-            .schema()
-            .columns()
-            .into_iter()
-            .map(Expr::Column)
-            .collect();
+        let mut columns = columns_of(input.schema());
         columns.push(Expr::Column(Column::from_name(value_name)));
         LogicalPlanBuilder::from(joined).project(columns)?.build()
     }

@@ -30,6 +30,7 @@ use datafusion::sql::sqlparser::ast::{
     Ident, TableAlias, TableAliasColumnDef, TableFactor, VisitMut, VisitorMut,
 };
 
+use super::expr_rewrite::columns_of;
 use super::parse::sql_statement_mut;
 use crate::error::Result;
 
@@ -224,10 +225,6 @@ fn with_left_columns(expr: Expr, left: &DFSchema) -> DfResult<(Expr, bool)> {
         other => Ok(Transformed::no(other)),
     })?;
     Ok((rewritten.data, rewritten.transformed))
-}
-
-fn columns_of(schema: &DFSchema) -> Vec<Expr> {
-    schema.columns().into_iter().map(Expr::Column).collect()
 }
 
 /// The join's rows as the left side's with a scalar subquery for each column of its

@@ -28,6 +28,7 @@ use datafusion::logical_expr::{
     lit, not, when,
 };
 
+use super::expr_rewrite::columns_of;
 use crate::error::{FloeError, Result};
 
 /// How many scalar subqueries a statement's values may become: each is a join, and
@@ -133,12 +134,7 @@ fn counted_projection(
     // projection wrong ("Ambiguous reference to unqualified field __always_true").
     let mut below = input;
     for has_rows in counts.below {
-        let mut columns: Vec<Expr> = below
-            .schema()
-            .columns()
-            .into_iter()
-            .map(Expr::Column)
-            .collect();
+        let mut columns = columns_of(below.schema());
         columns.push(has_rows);
         below = Arc::new(LogicalPlan::Projection(Projection::try_new(
             columns, below,
