@@ -1148,6 +1148,15 @@ CORRELATED_TABLES = [
 ]
 
 
+def create_correlated_tables(cur, postgres, suffix=""):
+    """`co{suffix}` and `cu{suffix}`, in Floe and in PostgreSQL."""
+    for name, columns, values in CORRELATED_TABLES:
+        name += suffix
+        postgres.psql(f"CREATE TABLE {name} ({columns.format(text='TEXT')}); INSERT INTO {name} VALUES {values}")
+        cur.execute(f"CREATE TABLE {name} ({columns.format(text='STRING')})")
+        cur.execute(f"INSERT INTO {name} VALUES {values}")
+
+
 def postgres_rows(postgres, sql):
     """Rows PostgreSQL answers, each a tuple of text (None for NULL)."""
     out = postgres.psql(sql, args=["-F", "\x1f", "-P", "null=\u2400"])
@@ -1230,10 +1239,7 @@ def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
         "SELECT k, (SELECT s FROM cu WHERE cu.k = co.k + 2 OR cu.k = co.k + 20) AS v FROM co",
     ]
     with server.connect() as conn, conn.cursor() as cur:
-        for name, columns, values in CORRELATED_TABLES:
-            postgres.psql(f"CREATE TABLE {name} ({columns.format(text='TEXT')}); INSERT INTO {name} VALUES {values}")
-            cur.execute(f"CREATE TABLE {name} ({columns.format(text='STRING')})")
-            cur.execute(f"INSERT INTO {name} VALUES {values}")
+        create_correlated_tables(cur, postgres)
         for sql in queries:
             assert sorted(as_text(query(cur, sql)), key=str) == sorted(postgres_rows(postgres, sql), key=str), sql
         with pytest.raises(adbc_driver_manager.Error, match="more than one row"):
@@ -1244,6 +1250,48 @@ def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
         cur.execute(delete)
         kept = "SELECT k FROM co"
         assert sorted(as_text(query(cur, kept))) == sorted(postgres_rows(postgres, kept)) != [], delete
+
+
+def test_subqueries_reading_two_levels_out_answer_as_postgresql_does(join_server, postgres):
+    """A subquery inside a subquery that reads the outermost query's row (`every cu row of
+    the group has a co row of the same s`): DataFusion 53 joined the inner subquery first,
+    by a condition naming a column its query does not have ("No field named a.s"); the
+    middle subquery now carries the outer values (src/sql/distant_references.rs). An
+    UPDATE or DELETE with a subquery correlated by more than equalities was refused
+    ("Update with anything but one table"): its steps now join it (src/sql/row_level.rs)."""
+    server, _ = join_server
+    queries = [
+        "SELECT a.k FROM co2 a WHERE NOT EXISTS (SELECT 1 FROM cu2 b WHERE b.h = a.g AND "
+        "NOT EXISTS (SELECT 1 FROM co2 c WHERE c.k = b.k AND c.s = a.s))",
+        "SELECT a.k FROM co2 a WHERE EXISTS (SELECT 1 FROM cu2 b WHERE b.h = a.g AND "
+        "EXISTS (SELECT 1 FROM co2 c WHERE c.k = b.k AND c.s IS NOT DISTINCT FROM a.s))",
+        "SELECT a.k FROM co2 a WHERE a.g IN (SELECT b.h FROM cu2 b WHERE b.k NOT IN "
+        "(SELECT c.k FROM co2 c WHERE c.s = a.s AND c.k IS NOT NULL))",
+        "SELECT a.k, (SELECT count(*) FROM cu2 b WHERE b.h = a.g AND EXISTS "
+        "(SELECT 1 FROM co2 c WHERE c.k = b.k AND c.g < a.k)) AS n FROM co2 a",
+        "SELECT a.k, EXISTS (SELECT 1 FROM cu2 b WHERE b.h = a.g AND NOT EXISTS "
+        "(SELECT 1 FROM co2 c WHERE c.k = b.k AND c.s = a.s)) AS e FROM co2 a",
+        "SELECT a.g, count(*) AS n FROM co2 a GROUP BY a.g HAVING EXISTS (SELECT 1 FROM cu2 b WHERE b.h = a.g "
+        "AND EXISTS (SELECT 1 FROM co2 c WHERE c.k = b.k AND c.g = a.g))",
+        # Three levels.
+        "SELECT a.k FROM co2 a WHERE EXISTS (SELECT 1 FROM cu2 b WHERE b.h = a.g AND EXISTS (SELECT 1 FROM co2 c "
+        "WHERE c.k = b.k AND NOT EXISTS (SELECT 1 FROM cu2 d WHERE d.k = c.k AND d.s = a.s)))",
+    ]
+    statements = [
+        "DELETE FROM co2 WHERE NOT EXISTS (SELECT 1 FROM cu2 b WHERE b.h = co2.g AND "
+        "NOT EXISTS (SELECT 1 FROM co2 c WHERE c.k = b.k AND c.s = co2.s))",
+        "UPDATE co2 SET g = (SELECT max(h) FROM cu2 WHERE cu2.k < co2.k) WHERE k > 2",
+        "UPDATE co2 SET s = 'z' WHERE g + 1 < (SELECT count(*) FROM cu2 WHERE cu2.k < co2.k OR cu2.h = co2.g)",
+    ]
+    with server.connect() as conn, conn.cursor() as cur:
+        create_correlated_tables(cur, postgres, suffix="2")
+        for sql in queries:
+            assert sorted(as_text(query(cur, sql)), key=str) == sorted(postgres_rows(postgres, sql), key=str), sql
+        for sql in statements:
+            postgres.psql(sql)
+            cur.execute(sql)
+            rows = "SELECT k, g, s FROM co2"
+            assert sorted(as_text(query(cur, rows)), key=str) == sorted(postgres_rows(postgres, rows), key=str), sql
 
 
 def test_top_groups_keep_the_null_group_as_postgresql_does(join_server, postgres):

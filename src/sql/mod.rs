@@ -10,6 +10,7 @@ mod correlated_in;
 mod date_parts;
 pub mod ddl;
 pub mod dialect;
+mod distant_references;
 mod expr_rewrite;
 mod fetch;
 mod formats;
@@ -957,9 +958,15 @@ async fn plan_resolved(
         Some(naturals) => using_joins::merged_columns_first(plan, naturals)?,
         None => plan,
     };
+    let plan = distant_references::with_distant_references_carried(plan)?;
     let plan = scalar_subqueries::with_single_row_scalar_subqueries(plan)?;
     let plan = subquery_values::with_subqueries_as_counts(plan)?;
-    let plan = inequality_subqueries::with_inequality_subqueries_joined(plan)?;
+    // A DELETE's or UPDATE's subqueries are joined in the plans its steps build
+    // (`row_level`), which read its condition and values apart.
+    let plan = match row_level::is_row_level(&plan) {
+        true => plan,
+        false => inequality_subqueries::with_inequality_subqueries_joined(plan)?,
+    };
     let plan = correlated_in::with_correlated_in_as_exists(plan)?;
     Ok((
         subquery_names::with_subquery_values_renamed(plan)?,

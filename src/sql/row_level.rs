@@ -99,10 +99,12 @@ impl RowLevel {
 
     /// `SELECT count(*) FROM t WHERE p`.
     fn count_plan(&self) -> Result<LogicalPlan> {
-        Ok(LogicalPlanBuilder::from(self.source.clone())
-            .filter(self.predicate.clone())?
-            .aggregate(Vec::<Expr>::new(), vec![count_all()])?
-            .build()?)
+        joined(
+            LogicalPlanBuilder::from(self.source.clone())
+                .filter(self.predicate.clone())?
+                .aggregate(Vec::<Expr>::new(), vec![count_all()])?
+                .build()?,
+        )
     }
 
     /// What the rewrite of `files` (read by `source`) writes: every row the statement
@@ -112,7 +114,7 @@ impl RowLevel {
         let columns = table_columns(&source);
         if self.assignments.is_none() {
             let kept_rows = LogicalPlanBuilder::from(source).filter(kept)?;
-            return Ok(kept_rows.project(columns)?.build()?);
+            return joined(kept_rows.project(columns)?.build()?);
         }
         if self.predicate.exists(|e| Ok(is_subquery(e)))? {
             // A subquery can stand in a filter, not in the CASE of a projection: the
@@ -121,14 +123,15 @@ impl RowLevel {
             let others = LogicalPlanBuilder::from(source)
                 .filter(kept)?
                 .project(columns)?;
-            return Ok(LogicalPlanBuilder::from(updated)
-                .union(others.build()?)?
-                .build()?);
+            let others = joined(others.build()?)?;
+            return Ok(LogicalPlanBuilder::from(updated).union(others)?.build()?);
         }
         let schema = source.schema().clone();
-        Ok(LogicalPlanBuilder::from(source)
-            .project(self.assigned(&schema, Some(&self.predicate))?)?
-            .build()?)
+        joined(
+            LogicalPlanBuilder::from(source)
+                .project(self.assigned(&schema, Some(&self.predicate))?)?
+                .build()?,
+        )
     }
 
     /// The table property saying how this statement changes rows.
@@ -152,20 +155,24 @@ impl RowLevel {
     fn updated_rows(&self, source: LogicalPlan) -> Result<LogicalPlan> {
         let columns = table_columns(&source);
         let schema = source.schema().clone();
-        Ok(LogicalPlanBuilder::from(source)
-            .filter(self.predicate.clone())?
-            .project(columns)?
-            .project(self.assigned(&schema, None)?)?
-            .build()?)
+        joined(
+            LogicalPlanBuilder::from(source)
+                .filter(self.predicate.clone())?
+                .project(columns)?
+                .project(self.assigned(&schema, None)?)?
+                .build()?,
+        )
     }
 
     /// The (file, position) of each row the statement deletes or updates, read by
     /// `positions` (the table with positions).
     fn deleted_positions(&self, positions: LogicalPlan) -> Result<LogicalPlan> {
-        Ok(LogicalPlanBuilder::from(positions)
-            .filter(self.predicate.clone())?
-            .project([col(FILE_COLUMN), col(POS_COLUMN)])?
-            .build()?)
+        joined(
+            LogicalPlanBuilder::from(positions)
+                .filter(self.predicate.clone())?
+                .project([col(FILE_COLUMN), col(POS_COLUMN)])?
+                .build()?,
+        )
     }
 
     /// Each column's value after the UPDATE: the assigned one (where `matched`, if
@@ -192,6 +199,17 @@ impl RowLevel {
             })
             .collect()
     }
+}
+
+/// Whether `plan` is a DELETE or an UPDATE.
+pub(super) fn is_row_level(plan: &LogicalPlan) -> bool {
+    matches!(plan, LogicalPlan::Dml(dml) if matches!(dml.op, WriteOp::Delete | WriteOp::Update))
+}
+
+/// `plan`, a step of the statement, with the subqueries DataFusion cannot join computed
+/// by joins (`inequality_subqueries`).
+fn joined(plan: LogicalPlan) -> Result<LogicalPlan> {
+    super::inequality_subqueries::with_inequality_subqueries_joined(plan)
 }
 
 /// `overwrite`, which commits a statement changing the rows of `target` that match
