@@ -1252,11 +1252,13 @@ def test_correlated_subqueries_answer_as_postgresql_does(join_server, postgres):
         assert sorted(as_text(query(cur, kept))) == sorted(postgres_rows(postgres, kept)) != [], delete
 
 
-def test_subqueries_reading_two_levels_out_answer_as_postgresql_does(join_server, postgres):
+def test_nested_and_lateral_subqueries_answer_as_postgresql_does(join_server, postgres):
     """A subquery inside a subquery that reads the outermost query's row (`every cu row of
     the group has a co row of the same s`): DataFusion 53 joined the inner subquery first,
     by a condition naming a column its query does not have ("No field named a.s"); the
-    middle subquery now carries the outer values (src/sql/distant_references.rs). An
+    middle subquery now carries the outer values (src/sql/distant_references.rs). A
+    lateral subquery that limits, groups or drops repeated rows (each row's first rows)
+    was refused ("does not support … OuterReferenceColumn"; src/sql/lateral.rs). An
     UPDATE or DELETE with a subquery correlated by more than equalities was refused
     ("Update with anything but one table"): its steps now join it (src/sql/row_level.rs)."""
     server, _ = join_server
@@ -1276,6 +1278,19 @@ def test_subqueries_reading_two_levels_out_answer_as_postgresql_does(join_server
         # Three levels.
         "SELECT a.k FROM co2 a WHERE EXISTS (SELECT 1 FROM cu2 b WHERE b.h = a.g AND EXISTS (SELECT 1 FROM co2 c "
         "WHERE c.k = b.k AND NOT EXISTS (SELECT 1 FROM cu2 d WHERE d.k = c.k AND d.s = a.s)))",
+        # Lateral subqueries: the first rows of each left row, groups, distinct rows.
+        "SELECT co2.k, l.k FROM co2 CROSS JOIN LATERAL (SELECT cu2.k FROM cu2 WHERE cu2.k > co2.k ORDER BY cu2.k "
+        "LIMIT 2) l",
+        "SELECT co2.k, l.k FROM co2 LEFT JOIN LATERAL (SELECT cu2.k FROM cu2 WHERE cu2.h = co2.g ORDER BY cu2.k DESC "
+        "LIMIT 1 OFFSET 1) l ON TRUE",
+        "SELECT co2.s, l.k FROM co2 LEFT JOIN LATERAL (SELECT k FROM cu2 WHERE cu2.s = co2.s ORDER BY k LIMIT 1) l "
+        "ON l.k > 1",
+        "SELECT co2.k, l.h, l.n FROM co2 CROSS JOIN LATERAL (SELECT h, count(*) AS n FROM cu2 WHERE cu2.k > co2.k "
+        "GROUP BY h) l",
+        "SELECT co2.k, l.s FROM co2 CROSS JOIN LATERAL (SELECT DISTINCT s FROM cu2 WHERE cu2.h IS NOT DISTINCT FROM "
+        "co2.g) l",
+        "SELECT co2.k, l.k, l.n FROM co2 CROSS JOIN LATERAL (SELECT k, row_number() OVER (ORDER BY k DESC) AS n "
+        "FROM cu2 WHERE cu2.k < co2.k + 3) l",
     ]
     statements = [
         "DELETE FROM co2 WHERE NOT EXISTS (SELECT 1 FROM cu2 b WHERE b.h = co2.g AND "

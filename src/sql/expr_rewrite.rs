@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use datafusion::common::DFSchema;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Column, DFSchema};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 
@@ -85,4 +85,39 @@ pub(super) fn aggregates_filtered(
         expr if expr.schema_name().to_string() != name => expr.alias(name),
         expr => expr,
     })
+}
+
+/// Whether `expr` reads a column of a query outside its own.
+pub(super) fn refers_outside(expr: &Expr) -> bool {
+    expr.exists(|e| Ok(matches!(e, Expr::OuterReferenceColumn(..))))
+        .unwrap_or(true)
+}
+
+/// Whether a node of `plan` (or of its subqueries) reads a column of a query outside it.
+pub(super) fn holds_outer_reference(plan: &LogicalPlan) -> bool {
+    let mut found = false;
+    let _ = plan.apply_with_subqueries(|node| {
+        found = node.expressions().iter().any(refers_outside);
+        Ok(match found {
+            true => TreeNodeRecursion::Stop,
+            false => TreeNodeRecursion::Continue,
+        })
+    });
+    found
+}
+
+/// The outer columns `correlation` reads, each once.
+pub(super) fn outer_columns(correlation: &[Expr]) -> Vec<Column> {
+    let mut columns: Vec<Column> = Vec::new();
+    for expr in correlation {
+        let _ = expr.apply(|e| {
+            if let Expr::OuterReferenceColumn(_, column) = e
+                && !columns.contains(column)
+            {
+                columns.push(column.clone());
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+    }
+    columns
 }

@@ -23,7 +23,9 @@ use datafusion::logical_expr::{
     Aggregate, Expr, Filter, JoinType, LogicalPlan, LogicalPlanBuilder, Projection, Subquery, lit,
 };
 
-use super::expr_rewrite::{aggregates_filtered, columns_of};
+use super::expr_rewrite::{
+    aggregates_filtered, columns_of, holds_outer_reference, outer_columns, refers_outside,
+};
 use crate::error::Result;
 
 /// Marks the rows of a subquery joined with an outer value.
@@ -238,43 +240,11 @@ impl Parts {
     }
 }
 
-fn refers_outside(expr: &Expr) -> bool {
-    expr.exists(|e| Ok(matches!(e, Expr::OuterReferenceColumn(..))))
-        .unwrap_or(true)
-}
-
 fn is_subquery(expr: &Expr) -> bool {
     matches!(
         expr,
         Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_) | Expr::SetComparison(_)
     )
-}
-
-fn holds_outer_reference(plan: &LogicalPlan) -> bool {
-    let mut found = false;
-    let _ = plan.apply_with_subqueries(|node| {
-        found = node.expressions().iter().any(refers_outside);
-        Ok(match found {
-            true => TreeNodeRecursion::Stop,
-            false => TreeNodeRecursion::Continue,
-        })
-    });
-    found
-}
-
-fn outer_columns(correlation: &[Expr]) -> Vec<Column> {
-    let mut columns: Vec<Column> = Vec::new();
-    for expr in correlation {
-        let _ = expr.apply(|e| {
-            if let Expr::OuterReferenceColumn(_, column) = e
-                && !columns.contains(column)
-            {
-                columns.push(column.clone());
-            }
-            Ok(TreeNodeRecursion::Continue)
-        });
-    }
-    columns
 }
 
 /// `column = outer value` (either way round): DataFusion joins by these. It does not

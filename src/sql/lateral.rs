@@ -16,13 +16,16 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, DFSchema, Result as DfResult, ScalarValue, Spans};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{
+    Column, DFSchema, NullEquality, Result as DfResult, ScalarValue, Spans, TableReference,
+};
 use datafusion::functions_nested::expr_fn::array_empty;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
 use datafusion::logical_expr::{
-    Expr, Filter, Join, JoinType, LogicalPlan, LogicalPlanBuilder, Projection, Subquery,
-    SubqueryAlias, Unnest, not, when,
+    Distinct, Expr, ExprFunctionExt, FetchType, Filter, Join, JoinType, LogicalPlan,
+    LogicalPlanBuilder, Projection, SkipType, SortExpr, Subquery, SubqueryAlias, Unnest, lit, not,
+    when,
 };
 
 use datafusion::sql::parser::Statement;
@@ -30,8 +33,9 @@ use datafusion::sql::sqlparser::ast::{
     Ident, TableAlias, TableAliasColumnDef, TableFactor, VisitMut, VisitorMut,
 };
 
-use super::expr_rewrite::columns_of;
+use super::expr_rewrite::{columns_of, holds_outer_reference, outer_columns, refers_outside};
 use super::parse::sql_statement_mut;
+use crate::cluster::signed;
 use crate::error::Result;
 
 /// Names the column of each `unnest(list)` in a `FROM` clause as PostgreSQL and DuckDB
@@ -282,13 +286,20 @@ fn aggregate_as_values(join: &Join) -> DfResult<Option<LogicalPlan>> {
 /// * one that filters a table by the left row (`t JOIN LATERAL (SELECT u.k FROM u WHERE
 ///   u.g = t.g AND …) l ON …`, also `CROSS`, `LEFT`) is a join with that table on the
 ///   filter: the columns the filter reads of the table are carried out of the subquery's
-///   projection under names of their own, and dropped above the join.
+///   projection under names of their own, and dropped above the join;
+/// * one that also sorts and limits, groups or drops repeated rows (`CROSS JOIN LATERAL
+///   (SELECT u.k FROM u WHERE u.g = t.g ORDER BY u.x DESC LIMIT 3) l`, each row's first
+///   rows) is computed once for each distinct value of the left columns its filter reads
+///   (`per_outer_value`).
 pub(super) fn lateral_subqueries_joined(plan: LogicalPlan) -> Result<LogicalPlan> {
     let plan = plan.transform_up_with_subqueries(|node| match node {
         LogicalPlan::Join(join) => {
             let joined = match aggregate_as_values(&join)? {
                 Some(plan) => Some(plan),
-                None => filter_as_join(&join)?,
+                None => match filter_as_join(&join)? {
+                    Some(plan) => Some(plan),
+                    None => per_outer_value(&join)?,
+                },
             };
             Ok(match joined {
                 Some(plan) => Transformed::yes(plan),
@@ -300,36 +311,38 @@ pub(super) fn lateral_subqueries_joined(plan: LogicalPlan) -> Result<LogicalPlan
     Ok(plan.data)
 }
 
-fn filter_as_join(join: &Join) -> DfResult<Option<LogicalPlan>> {
+/// The subquery and alias of the right side of `join`, an inner or left join with a
+/// lateral subquery.
+fn inner_or_left_lateral(join: &Join) -> Option<(&LogicalPlan, &TableReference)> {
     if !matches!(join.join_type, JoinType::Inner | JoinType::Left) {
-        return Ok(None);
+        return None;
     }
     let LogicalPlan::SubqueryAlias(SubqueryAlias { input, alias, .. }) = join.right.as_ref() else {
-        return Ok(None);
+        return None;
     };
     let LogicalPlan::Subquery(Subquery { subquery, .. }) = input.as_ref() else {
+        return None;
+    };
+    Some((subquery.as_ref(), alias))
+}
+
+fn filter_as_join(join: &Join) -> DfResult<Option<LogicalPlan>> {
+    let Some((subquery, alias)) = inner_or_left_lateral(join) else {
         return Ok(None);
     };
-    let LogicalPlan::Projection(projection) = subquery.as_ref() else {
+    let LogicalPlan::Projection(projection) = subquery else {
         return Ok(None);
     };
     let LogicalPlan::Filter(filter) = projection.input.as_ref() else {
         return Ok(None);
     };
-    let outer = |e: &Expr| {
-        e.exists(|e| Ok(matches!(e, Expr::OuterReferenceColumn(..))))
-            .unwrap_or(true)
-    };
     let (correlation, local): (Vec<Expr>, Vec<Expr>) =
         split_conjunction_owned(filter.predicate.clone())
             .into_iter()
-            .partition(outer);
+            .partition(refers_outside);
     let plain = !correlation.is_empty()
-        && !projection.expr.iter().any(outer)
-        && !filter
-            .input
-            .exists(|node| Ok(node.expressions().iter().any(outer)))
-            .unwrap_or(true);
+        && !projection.expr.iter().any(refers_outside)
+        && !holds_outer_reference(&filter.input);
     if !plain {
         return Ok(None);
     }
@@ -342,7 +355,7 @@ fn filter_as_join(join: &Join) -> DfResult<Option<LogicalPlan>> {
             {
                 carried.push(column.clone());
             }
-            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+            Ok(TreeNodeRecursion::Continue)
         })?;
     }
     let carried_name = |i: usize| format!("__floe_lateral_{i}");
@@ -381,4 +394,199 @@ fn filter_as_join(join: &Join) -> DfResult<Option<LogicalPlan>> {
         .project(columns_of(&join.schema))?
         .build()?;
     Ok(Some(joined))
+}
+
+/// Names the number of a row among those of its outer value, by the subquery's order.
+const RANK: &str = "__floe_lateral_rank";
+
+/// A lateral subquery whose steps above its filter by the left row (sort and limit,
+/// aggregate, window, `DISTINCT`, projections, filters) cannot go above a join: computed for
+/// each distinct value of the left columns the filter reads, as those values joined with
+/// the table's rows on the filter, each step applied per value (grouped by it, a limit
+/// as a row number within it, in the subquery's order), then joined (inner or left, the
+/// join's condition kept) to the left rows on those values, NULL equal to NULL.
+fn per_outer_value(join: &Join) -> DfResult<Option<LogicalPlan>> {
+    let Some((subquery, alias)) = inner_or_left_lateral(join) else {
+        return Ok(None);
+    };
+    // The subquery's steps above its correlated filter, from the top.
+    let mut steps = Vec::new();
+    let mut node = subquery;
+    let filter = loop {
+        match node {
+            LogicalPlan::Filter(filter) if refers_outside(&filter.predicate) => break filter,
+            step => {
+                let [input] = step.inputs()[..] else {
+                    return Ok(None);
+                };
+                if step.expressions().iter().any(refers_outside) {
+                    return Ok(None);
+                }
+                steps.push(step);
+                node = input;
+            }
+        }
+    };
+    let (correlation, local): (Vec<Expr>, Vec<Expr>) =
+        split_conjunction_owned(filter.predicate.clone())
+            .into_iter()
+            .partition(refers_outside);
+    let outer = outer_columns(&correlation);
+    if holds_outer_reference(&filter.input)
+        || !outer.iter().all(|c| join.left.schema().has_column(c))
+    {
+        return Ok(None);
+    }
+    let keys: Vec<String> = (0..outer.len())
+        .map(|i| format!("__floe_lateral_key_{i}"))
+        .collect();
+    let key_columns = || keys.iter().map(|k| Expr::Column(Column::from_name(k)));
+    let values = LogicalPlanBuilder::from(join.left.as_ref().clone())
+        .aggregate(
+            (outer.iter().zip(&keys)).map(|(c, k)| Expr::Column(c.clone()).alias(k)),
+            Vec::<Expr>::new(),
+        )?
+        .build()?;
+    let on_keys = correlation.into_iter().map(|conjunct| {
+        conjunct
+            .transform(|e| match e {
+                Expr::OuterReferenceColumn(_, column) => {
+                    let i = outer.iter().position(|c| *c == column).unwrap_or(0);
+                    Ok(Transformed::yes(Expr::Column(Column::from_name(&keys[i]))))
+                }
+                other => Ok(Transformed::no(other)),
+            })
+            .map(|t| t.data)
+    });
+    let mut rows = LogicalPlanBuilder::from(filter.input.as_ref().clone());
+    if let Some(local) = conjunction(local) {
+        rows = rows.filter(local)?;
+    }
+    let mut plan = LogicalPlanBuilder::from(values)
+        .join_on(
+            rows.build()?,
+            JoinType::Inner,
+            on_keys.collect::<DfResult<Vec<_>>>()?,
+        )?
+        .build()?;
+    let mut ranked = false;
+    for (i, step) in steps.iter().enumerate().rev() {
+        let limited = steps[..i]
+            .iter()
+            .any(|s| matches!(s, LogicalPlan::Limit(_)));
+        plan = match step {
+            LogicalPlan::Projection(projection) => {
+                let mut exprs: Vec<Expr> = key_columns().collect();
+                exprs.extend(ranked.then(|| Expr::Column(Column::from_name(RANK))));
+                exprs.extend(projection.expr.iter().cloned());
+                LogicalPlan::Projection(Projection::try_new(exprs, Arc::new(plan))?)
+            }
+            LogicalPlan::Filter(filter) => {
+                LogicalPlan::Filter(Filter::try_new(filter.predicate.clone(), Arc::new(plan))?)
+            }
+            LogicalPlan::Aggregate(aggregate)
+                if !ranked
+                    && !aggregate.group_expr.is_empty()
+                    && !(aggregate.group_expr.iter())
+                        .any(|e| matches!(e, Expr::GroupingSet(_))) =>
+            {
+                let groups = key_columns().chain(aggregate.group_expr.iter().cloned());
+                LogicalPlanBuilder::from(plan)
+                    .aggregate(groups, aggregate.aggr_expr.clone())?
+                    .build()?
+            }
+            LogicalPlan::Window(window) if !ranked => {
+                let keys: Vec<Expr> = key_columns().collect();
+                let exprs = (window.window_expr.iter())
+                    .map(|e| partitioned_by(e.clone(), &keys))
+                    .collect::<DfResult<Vec<_>>>()?;
+                LogicalPlanBuilder::from(plan).window(exprs)?.build()?
+            }
+            LogicalPlan::Distinct(Distinct::All(_)) if !ranked => {
+                LogicalPlanBuilder::from(plan).distinct()?.build()?
+            }
+            LogicalPlan::Sort(sort) if sort.fetch.is_none() && limited && !ranked => {
+                ranked = true;
+                ranked_by(plan, key_columns().collect(), sort.expr.clone())?
+            }
+            // Without a limit, the order of a lateral subquery's rows is no matter.
+            LogicalPlan::Sort(sort) if sort.fetch.is_none() && !limited => plan,
+            LogicalPlan::Limit(limit) => {
+                let (Ok(SkipType::Literal(skip)), Ok(FetchType::Literal(fetch))) =
+                    (limit.get_skip_type(), limit.get_fetch_type())
+                else {
+                    return Ok(None);
+                };
+                if !ranked {
+                    plan = ranked_by(plan, key_columns().collect(), Vec::new())?;
+                }
+                ranked = false;
+                let rank = || Expr::Column(Column::from_name(RANK));
+                let mut kept = rank().gt(lit(skip as i64));
+                if let Some(fetch) = fetch {
+                    kept = kept.and(rank().lt_eq(lit((skip + fetch) as i64)));
+                }
+                let columns = (plan.schema().columns().into_iter())
+                    .filter(|c| c.name != RANK)
+                    .map(Expr::Column);
+                LogicalPlanBuilder::from(plan)
+                    .filter(kept)?
+                    .project(columns)?
+                    .build()?
+            }
+            _ => return Ok(None),
+        };
+    }
+    let right = LogicalPlan::SubqueryAlias(SubqueryAlias::try_new(Arc::new(plan), alias.clone())?);
+    let right_keys: Vec<Column> = (keys.iter())
+        .map(|k| Column::new(Some(alias.clone()), k))
+        .collect();
+    let condition = (join.on.iter())
+        .map(|(l, r)| l.clone().eq(r.clone()))
+        .chain(join.filter.clone())
+        .reduce(Expr::and);
+    let joined = LogicalPlanBuilder::from(join.left.as_ref().clone())
+        .join_detailed(
+            right,
+            join.join_type,
+            (outer, right_keys),
+            condition,
+            NullEquality::NullEqualsNull,
+        )?
+        .project(columns_of(&join.schema))?
+        .build()?;
+    Ok(Some(joined))
+}
+
+/// `window`, a window function of a statement, also partitioned by `keys` (first), under
+/// the name it had.
+fn partitioned_by(window: Expr, keys: &[Expr]) -> DfResult<Expr> {
+    let name = window.schema_name().to_string();
+    let partitioned = window.transform_down(|e| match e {
+        Expr::WindowFunction(mut function) => {
+            let partition_by = std::mem::take(&mut function.params.partition_by);
+            function.params.partition_by = keys.iter().cloned().chain(partition_by).collect();
+            Ok(Transformed::new(
+                Expr::WindowFunction(function),
+                true,
+                TreeNodeRecursion::Jump,
+            ))
+        }
+        other => Ok(Transformed::no(other)),
+    })?;
+    Ok(match partitioned.data {
+        Expr::Alias(alias) => Expr::Alias(alias),
+        expr => expr.alias(name),
+    })
+}
+
+/// `plan` with each row's number among those of its `keys` (`RANK`), in `order`.
+fn ranked_by(plan: LogicalPlan, keys: Vec<Expr>, order: Vec<SortExpr>) -> DfResult<LogicalPlan> {
+    let rank = signed::row_number()
+        .call(vec![])
+        .partition_by(keys)
+        .order_by(order)
+        .build()?
+        .alias(RANK);
+    LogicalPlanBuilder::from(plan).window(vec![rank])?.build()
 }
