@@ -1258,7 +1258,9 @@ def test_nested_and_lateral_subqueries_answer_as_postgresql_does(join_server, po
     by a condition naming a column its query does not have ("No field named a.s"); the
     middle subquery now carries the outer values (src/sql/distant_references.rs). A
     lateral subquery that limits, groups or drops repeated rows (each row's first rows)
-    was refused ("does not support … OuterReferenceColumn"; src/sql/lateral.rs). An
+    was refused ("does not support … OuterReferenceColumn"; src/sql/lateral.rs), and so
+    was a scalar subquery of the first row (`ORDER BY … LIMIT 1`) or whose value reads
+    the outer row (src/sql/inequality_subqueries.rs). An
     UPDATE or DELETE with a subquery correlated by more than equalities was refused
     ("Update with anything but one table"): its steps now join it (src/sql/row_level.rs)."""
     server, _ = join_server
@@ -1291,6 +1293,12 @@ def test_nested_and_lateral_subqueries_answer_as_postgresql_does(join_server, po
         "co2.g) l",
         "SELECT co2.k, l.k, l.n FROM co2 CROSS JOIN LATERAL (SELECT k, row_number() OVER (ORDER BY k DESC) AS n "
         "FROM cu2 WHERE cu2.k < co2.k + 3) l",
+        # Scalar subqueries of the first row, or reading the outer row in their value.
+        "SELECT k, (SELECT cu2.k FROM cu2 WHERE cu2.k < co2.k ORDER BY cu2.k DESC LIMIT 1) AS p FROM co2",
+        "SELECT k, (SELECT cu2.s FROM cu2 WHERE cu2.h = co2.g ORDER BY cu2.k DESC LIMIT 1) AS l FROM co2",
+        "SELECT k FROM co2 WHERE g + 1 = (SELECT h FROM cu2 WHERE cu2.k > co2.k ORDER BY cu2.k LIMIT 1 OFFSET 1)",
+        "SELECT k, (SELECT max(cu2.k) + co2.k FROM cu2 WHERE cu2.k < co2.k) AS m, "
+        "(SELECT count(*) + co2.g FROM cu2 WHERE cu2.h = co2.g) AS n FROM co2",
     ]
     statements = [
         "DELETE FROM co2 WHERE NOT EXISTS (SELECT 1 FROM cu2 b WHERE b.h = co2.g AND "

@@ -10,8 +10,13 @@
 //! reads (`SELECT DISTINCT a.dt`): those values joined (left) with the subquery's rows
 //! by its correlation, grouped by the values, each aggregate counting only the joined
 //! rows (so that `count(*)` of no rows is 0 and `sum` NULL); the outer rows are then
-//! joined (left) with these values, NULLs equal to NULLs. Other subqueries stay as
-//! DataFusion plans them.
+//! joined (left) with these values, NULLs equal to NULLs. The value and the aggregates
+//! may read the outer row too (`max(b.k) + a.k`): they then read those values.
+//!
+//! A scalar subquery of its first row (`(SELECT b.s FROM t2 b WHERE b.h = a.g ORDER BY
+//! b.dt DESC LIMIT 1)`, however correlated) is computed once for each distinct value of
+//! the outer columns its filter reads, as a lateral subquery is (`lateral::PerOuterValue`),
+//! and joined (left) the same way. Other subqueries stay as DataFusion plans them.
 
 use std::sync::Arc;
 
@@ -20,12 +25,14 @@ use datafusion::common::{Column, NullEquality};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
 use datafusion::logical_expr::{
-    Aggregate, Expr, Filter, JoinType, LogicalPlan, LogicalPlanBuilder, Projection, Subquery, lit,
+    Aggregate, Expr, FetchType, Filter, JoinType, LogicalPlan, LogicalPlanBuilder, Projection,
+    Subquery, lit,
 };
 
 use super::expr_rewrite::{
     aggregates_filtered, columns_of, holds_outer_reference, outer_columns, refers_outside,
 };
+use super::lateral::PerOuterValue;
 use crate::error::Result;
 
 /// Marks the rows of a subquery joined with an outer value.
@@ -59,24 +66,31 @@ fn join_one(
     let mut found = None;
     for expr in node.expressions() {
         expr.apply(|e| {
-            if let Expr::ScalarSubquery(subquery) = e
-                && let Some(parts) = Parts::of(subquery, &input)
-            {
-                found = Some((subquery.clone(), parts));
-                return Ok(TreeNodeRecursion::Stop);
+            if let Expr::ScalarSubquery(subquery) = e {
+                if let Some(parts) = Parts::of(subquery, &input) {
+                    found = Some((subquery.clone(), Joinable::Aggregated(Box::new(parts))));
+                } else if let Some(rows) = first_row_per_outer_value(subquery, &input)? {
+                    found = Some((subquery.clone(), Joinable::FirstRow(Box::new(rows))));
+                }
             }
-            Ok(TreeNodeRecursion::Continue)
+            Ok(match found {
+                Some(_) => TreeNodeRecursion::Stop,
+                None => TreeNodeRecursion::Continue,
+            })
         })?;
         if found.is_some() {
             break;
         }
     }
-    let Some((subquery, parts)) = found else {
+    let Some((subquery, joinable)) = found else {
         return Ok(None);
     };
     *named += 1;
     let value_name = format!("__floe_value_{named}");
-    let joined = parts.joined_to(&input, *named, &value_name)?;
+    let joined = match joinable {
+        Joinable::Aggregated(parts) => parts.joined_to(&input, *named, &value_name)?,
+        Joinable::FirstRow(rows) => first_row_joined_to(*rows, &input, *named, &value_name)?,
+    };
     let value = Expr::Column(Column::from_name(value_name));
     let replace = |expr: Expr| {
         expr.transform_up(|e| match e {
@@ -103,6 +117,66 @@ fn join_one(
         _ => return Ok(None),
     };
     Ok(Some(rebuilt))
+}
+
+/// How a scalar subquery is computed by a join.
+enum Joinable {
+    /// An aggregate of the rows its correlation matches.
+    Aggregated(Box<Parts>),
+    /// At most one row, by its `LIMIT 1` (`ORDER BY b.dt DESC LIMIT 1`, the latest row).
+    FirstRow(Box<PerOuterValue>),
+}
+
+/// A scalar subquery of one column whose steps stop at one row (`LIMIT 1` or `0`),
+/// computed for each distinct value of the outer columns its filter reads.
+fn first_row_per_outer_value(
+    subquery: &Subquery,
+    input: &LogicalPlan,
+) -> datafusion::error::Result<Option<PerOuterValue>> {
+    let mut one_row = false;
+    subquery.subquery.apply(|node| {
+        Ok(match node {
+            LogicalPlan::Limit(limit) => {
+                one_row = matches!(limit.get_fetch_type()?, FetchType::Literal(Some(0 | 1)));
+                TreeNodeRecursion::Stop
+            }
+            LogicalPlan::Projection(_) | LogicalPlan::Sort(_) => TreeNodeRecursion::Continue,
+            _ => TreeNodeRecursion::Stop,
+        })
+    })?;
+    if !one_row || subquery.subquery.schema().fields().len() != 1 {
+        return Ok(None);
+    }
+    PerOuterValue::of(&subquery.subquery, input)
+}
+
+/// `input` joined (left) with the one row `rows` has for each outer value, its column
+/// under the name `value_name`.
+fn first_row_joined_to(
+    rows: PerOuterValue,
+    input: &LogicalPlan,
+    n: usize,
+    value_name: &str,
+) -> datafusion::error::Result<LogicalPlan> {
+    let alias = format!("__floe_first_row_{n}");
+    let keys: Vec<Column> = (rows.keys.iter())
+        .map(|k| Column::new(Some(alias.as_str()), k))
+        .collect();
+    let value = Column::from(rows.plan.schema().qualified_field(rows.keys.len()));
+    let value = Expr::Column(Column::new(Some(alias.as_str()), value.name));
+    let right = LogicalPlanBuilder::from(rows.plan).alias(&alias)?.build()?;
+    let mut columns = columns_of(input.schema());
+    columns.push(value.alias(value_name));
+    LogicalPlanBuilder::from(input.clone())
+        .join_detailed(
+            right,
+            JoinType::Left,
+            (rows.outer, keys),
+            None,
+            NullEquality::NullEqualsNull,
+        )?
+        .project(columns)?
+        .build()
 }
 
 /// A scalar subquery `SELECT value FROM (SELECT aggregates FROM [SELECT …] rows WHERE
@@ -145,18 +219,20 @@ impl Parts {
             split_conjunction_owned(filter.predicate.clone())
                 .into_iter()
                 .partition(refers_outside);
-        let clean = !refers_outside(&value)
-            && aggregate.group_expr.is_empty()
-            && !aggregate.aggr_expr.iter().any(refers_outside)
+        let clean = aggregate.group_expr.is_empty()
             && !projection.iter().flatten().any(refers_outside)
-            && !local.iter().any(refers_outside)
             && !holds_outer_reference(filter.input.as_ref())
-            && !correlation
-                .iter()
+            && !(correlation.iter().chain([&value]))
                 .any(|c| c.exists(|e| Ok(is_subquery(e))).unwrap_or(true));
-        let outer = outer_columns(&correlation);
+        // The value, or an aggregate, may read the outer row too (`max(b.k) + a.k`).
+        let reads_outer_row =
+            refers_outside(&value) || aggregate.aggr_expr.iter().any(refers_outside);
+        let mut reading = correlation.clone();
+        reading.push(value.clone());
+        reading.extend(aggregate.aggr_expr.iter().cloned());
+        let outer = outer_columns(&reading);
         let readable = outer.iter().all(|c| input.schema().has_column(c));
-        let joinable_by_datafusion = correlation.iter().all(is_equality);
+        let joinable_by_datafusion = !reads_outer_row && correlation.iter().all(is_equality);
         if !clean || !readable || outer.is_empty() || joinable_by_datafusion {
             return None;
         }
@@ -189,17 +265,20 @@ impl Parts {
                 Vec::<Expr>::new(),
             )?
             .build()?;
-        let on_keys = self.correlation.into_iter().map(|c| {
-            c.transform(|e| match e {
+        let outer = &self.outer;
+        let read_from_keys = |expr: Expr| {
+            expr.transform(|e| match e {
                 Expr::OuterReferenceColumn(_, column) => {
-                    let i = self.outer.iter().position(|c| *c == column).unwrap_or(0);
+                    let i = outer.iter().position(|c| *c == column).unwrap_or(0);
                     Ok(Transformed::yes(Expr::Column(Column::from_name(&keys[i]))))
                 }
                 other => Ok(Transformed::no(other)),
             })
             .map(|t| t.data)
-        });
-        let on_keys = on_keys.collect::<datafusion::error::Result<Vec<_>>>()?;
+        };
+        let on_keys = (self.correlation.into_iter())
+            .map(read_from_keys)
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
         let mut rows = LogicalPlanBuilder::from(self.rows);
         if let Some(local) = conjunction(self.local) {
             rows = rows.filter(local)?;
@@ -216,12 +295,16 @@ impl Parts {
             joined = joined.project(carried.chain(projection))?;
         }
         let matched = Expr::Column(Column::from_name(MATCHED)).is_not_null();
-        let aggregates = (self.aggregate.aggr_expr.into_iter())
-            .map(|a| aggregates_filtered(a, &matched))
-            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let aggregates = (self.aggregate.aggr_expr.into_iter()).map(|a| {
+            let name = a.schema_name().to_string();
+            let filtered = aggregates_filtered(read_from_keys(a)?, &matched)?;
+            Ok(filtered.unalias().alias(name))
+        });
+        let aggregates = aggregates.collect::<datafusion::error::Result<Vec<_>>>()?;
+        let value = read_from_keys(self.value)?;
         let values = joined
             .aggregate(key_columns(), aggregates)?
-            .project(key_columns().chain([self.value.alias(value_name)]))?
+            .project(key_columns().chain([value.alias(value_name)]))?
             .build()?;
         let outer_keys: Vec<Column> = self.outer;
         let key_names: Vec<Column> = keys.iter().map(Column::from_name).collect();

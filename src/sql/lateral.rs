@@ -400,145 +400,20 @@ fn filter_as_join(join: &Join) -> DfResult<Option<LogicalPlan>> {
 const RANK: &str = "__floe_lateral_rank";
 
 /// A lateral subquery whose steps above its filter by the left row (sort and limit,
-/// aggregate, window, `DISTINCT`, projections, filters) cannot go above a join: computed for
-/// each distinct value of the left columns the filter reads, as those values joined with
-/// the table's rows on the filter, each step applied per value (grouped by it, a limit
-/// as a row number within it, in the subquery's order), then joined (inner or left, the
-/// join's condition kept) to the left rows on those values, NULL equal to NULL.
+/// aggregate, window, `DISTINCT`, projections, filters) cannot go above a join: computed
+/// for each distinct value of the left columns the filter reads (`PerOuterValue`), then
+/// joined (inner or left, the join's condition kept) to the left rows on those values,
+/// NULL equal to NULL.
 fn per_outer_value(join: &Join) -> DfResult<Option<LogicalPlan>> {
     let Some((subquery, alias)) = inner_or_left_lateral(join) else {
         return Ok(None);
     };
-    // The subquery's steps above its correlated filter, from the top.
-    let mut steps = Vec::new();
-    let mut node = subquery;
-    let filter = loop {
-        match node {
-            LogicalPlan::Filter(filter) if refers_outside(&filter.predicate) => break filter,
-            step => {
-                let [input] = step.inputs()[..] else {
-                    return Ok(None);
-                };
-                if step.expressions().iter().any(refers_outside) {
-                    return Ok(None);
-                }
-                steps.push(step);
-                node = input;
-            }
-        }
-    };
-    let (correlation, local): (Vec<Expr>, Vec<Expr>) =
-        split_conjunction_owned(filter.predicate.clone())
-            .into_iter()
-            .partition(refers_outside);
-    let outer = outer_columns(&correlation);
-    if holds_outer_reference(&filter.input)
-        || !outer.iter().all(|c| join.left.schema().has_column(c))
-    {
+    let Some(rows) = PerOuterValue::of(subquery, &join.left)? else {
         return Ok(None);
-    }
-    let keys: Vec<String> = (0..outer.len())
-        .map(|i| format!("__floe_lateral_key_{i}"))
-        .collect();
-    let key_columns = || keys.iter().map(|k| Expr::Column(Column::from_name(k)));
-    let values = LogicalPlanBuilder::from(join.left.as_ref().clone())
-        .aggregate(
-            (outer.iter().zip(&keys)).map(|(c, k)| Expr::Column(c.clone()).alias(k)),
-            Vec::<Expr>::new(),
-        )?
-        .build()?;
-    let on_keys = correlation.into_iter().map(|conjunct| {
-        conjunct
-            .transform(|e| match e {
-                Expr::OuterReferenceColumn(_, column) => {
-                    let i = outer.iter().position(|c| *c == column).unwrap_or(0);
-                    Ok(Transformed::yes(Expr::Column(Column::from_name(&keys[i]))))
-                }
-                other => Ok(Transformed::no(other)),
-            })
-            .map(|t| t.data)
-    });
-    let mut rows = LogicalPlanBuilder::from(filter.input.as_ref().clone());
-    if let Some(local) = conjunction(local) {
-        rows = rows.filter(local)?;
-    }
-    let mut plan = LogicalPlanBuilder::from(values)
-        .join_on(
-            rows.build()?,
-            JoinType::Inner,
-            on_keys.collect::<DfResult<Vec<_>>>()?,
-        )?
-        .build()?;
-    let mut ranked = false;
-    for (i, step) in steps.iter().enumerate().rev() {
-        let limited = steps[..i]
-            .iter()
-            .any(|s| matches!(s, LogicalPlan::Limit(_)));
-        plan = match step {
-            LogicalPlan::Projection(projection) => {
-                let mut exprs: Vec<Expr> = key_columns().collect();
-                exprs.extend(ranked.then(|| Expr::Column(Column::from_name(RANK))));
-                exprs.extend(projection.expr.iter().cloned());
-                LogicalPlan::Projection(Projection::try_new(exprs, Arc::new(plan))?)
-            }
-            LogicalPlan::Filter(filter) => {
-                LogicalPlan::Filter(Filter::try_new(filter.predicate.clone(), Arc::new(plan))?)
-            }
-            LogicalPlan::Aggregate(aggregate)
-                if !ranked
-                    && !aggregate.group_expr.is_empty()
-                    && !(aggregate.group_expr.iter())
-                        .any(|e| matches!(e, Expr::GroupingSet(_))) =>
-            {
-                let groups = key_columns().chain(aggregate.group_expr.iter().cloned());
-                LogicalPlanBuilder::from(plan)
-                    .aggregate(groups, aggregate.aggr_expr.clone())?
-                    .build()?
-            }
-            LogicalPlan::Window(window) if !ranked => {
-                let keys: Vec<Expr> = key_columns().collect();
-                let exprs = (window.window_expr.iter())
-                    .map(|e| partitioned_by(e.clone(), &keys))
-                    .collect::<DfResult<Vec<_>>>()?;
-                LogicalPlanBuilder::from(plan).window(exprs)?.build()?
-            }
-            LogicalPlan::Distinct(Distinct::All(_)) if !ranked => {
-                LogicalPlanBuilder::from(plan).distinct()?.build()?
-            }
-            LogicalPlan::Sort(sort) if sort.fetch.is_none() && limited && !ranked => {
-                ranked = true;
-                ranked_by(plan, key_columns().collect(), sort.expr.clone())?
-            }
-            // Without a limit, the order of a lateral subquery's rows is no matter.
-            LogicalPlan::Sort(sort) if sort.fetch.is_none() && !limited => plan,
-            LogicalPlan::Limit(limit) => {
-                let (Ok(SkipType::Literal(skip)), Ok(FetchType::Literal(fetch))) =
-                    (limit.get_skip_type(), limit.get_fetch_type())
-                else {
-                    return Ok(None);
-                };
-                if !ranked {
-                    plan = ranked_by(plan, key_columns().collect(), Vec::new())?;
-                }
-                ranked = false;
-                let rank = || Expr::Column(Column::from_name(RANK));
-                let mut kept = rank().gt(lit(skip as i64));
-                if let Some(fetch) = fetch {
-                    kept = kept.and(rank().lt_eq(lit((skip + fetch) as i64)));
-                }
-                let columns = (plan.schema().columns().into_iter())
-                    .filter(|c| c.name != RANK)
-                    .map(Expr::Column);
-                LogicalPlanBuilder::from(plan)
-                    .filter(kept)?
-                    .project(columns)?
-                    .build()?
-            }
-            _ => return Ok(None),
-        };
-    }
-    let right = LogicalPlan::SubqueryAlias(SubqueryAlias::try_new(Arc::new(plan), alias.clone())?);
-    let right_keys: Vec<Column> = (keys.iter())
+    };
+    let right =
+        LogicalPlan::SubqueryAlias(SubqueryAlias::try_new(Arc::new(rows.plan), alias.clone())?);
+    let right_keys: Vec<Column> = (rows.keys.iter())
         .map(|k| Column::new(Some(alias.clone()), k))
         .collect();
     let condition = (join.on.iter())
@@ -549,13 +424,161 @@ fn per_outer_value(join: &Join) -> DfResult<Option<LogicalPlan>> {
         .join_detailed(
             right,
             join.join_type,
-            (outer, right_keys),
+            (rows.outer, right_keys),
             condition,
             NullEquality::NullEqualsNull,
         )?
         .project(columns_of(&join.schema))?
         .build()?;
     Ok(Some(joined))
+}
+
+/// A correlated subquery's rows for each distinct value of the outer columns its filter
+/// reads: those values (`keys`) joined with the rows of its tables on the filter, each
+/// of its steps above the filter applied per value (grouped and windows partitioned by
+/// it; a limit a row number within it, in the subquery's order).
+pub(super) struct PerOuterValue {
+    /// The key columns, then the subquery's.
+    pub(super) plan: LogicalPlan,
+    /// The outer columns, in the order of `keys`.
+    pub(super) outer: Vec<Column>,
+    pub(super) keys: Vec<String>,
+}
+
+impl PerOuterValue {
+    /// `subquery` computed per value of the columns of `outer_input` it reads, where each
+    /// of its steps above its filter can be.
+    pub(super) fn of(subquery: &LogicalPlan, outer_input: &LogicalPlan) -> DfResult<Option<Self>> {
+        // The subquery's steps above its correlated filter, from the top.
+        let mut steps = Vec::new();
+        let mut node = subquery;
+        let filter = loop {
+            match node {
+                LogicalPlan::Filter(filter) if refers_outside(&filter.predicate) => break filter,
+                step => {
+                    let [input] = step.inputs()[..] else {
+                        return Ok(None);
+                    };
+                    if step.expressions().iter().any(refers_outside) {
+                        return Ok(None);
+                    }
+                    steps.push(step);
+                    node = input;
+                }
+            }
+        };
+        let (correlation, local): (Vec<Expr>, Vec<Expr>) =
+            split_conjunction_owned(filter.predicate.clone())
+                .into_iter()
+                .partition(refers_outside);
+        let outer = outer_columns(&correlation);
+        if holds_outer_reference(&filter.input)
+            || !outer.iter().all(|c| outer_input.schema().has_column(c))
+        {
+            return Ok(None);
+        }
+        let keys: Vec<String> = (0..outer.len())
+            .map(|i| format!("__floe_lateral_key_{i}"))
+            .collect();
+        let key_columns = || keys.iter().map(|k| Expr::Column(Column::from_name(k)));
+        let values = LogicalPlanBuilder::from(outer_input.clone())
+            .aggregate(
+                (outer.iter().zip(&keys)).map(|(c, k)| Expr::Column(c.clone()).alias(k)),
+                Vec::<Expr>::new(),
+            )?
+            .build()?;
+        let on_keys = correlation.into_iter().map(|conjunct| {
+            conjunct
+                .transform(|e| match e {
+                    Expr::OuterReferenceColumn(_, column) => {
+                        let i = outer.iter().position(|c| *c == column).unwrap_or(0);
+                        Ok(Transformed::yes(Expr::Column(Column::from_name(&keys[i]))))
+                    }
+                    other => Ok(Transformed::no(other)),
+                })
+                .map(|t| t.data)
+        });
+        let mut rows = LogicalPlanBuilder::from(filter.input.as_ref().clone());
+        if let Some(local) = conjunction(local) {
+            rows = rows.filter(local)?;
+        }
+        let mut plan = LogicalPlanBuilder::from(values)
+            .join_on(
+                rows.build()?,
+                JoinType::Inner,
+                on_keys.collect::<DfResult<Vec<_>>>()?,
+            )?
+            .build()?;
+        let mut ranked = false;
+        for (i, step) in steps.iter().enumerate().rev() {
+            let limited = steps[..i]
+                .iter()
+                .any(|s| matches!(s, LogicalPlan::Limit(_)));
+            plan = match step {
+                LogicalPlan::Projection(projection) => {
+                    let mut exprs: Vec<Expr> = key_columns().collect();
+                    exprs.extend(ranked.then(|| Expr::Column(Column::from_name(RANK))));
+                    exprs.extend(projection.expr.iter().cloned());
+                    LogicalPlan::Projection(Projection::try_new(exprs, Arc::new(plan))?)
+                }
+                LogicalPlan::Filter(filter) => {
+                    LogicalPlan::Filter(Filter::try_new(filter.predicate.clone(), Arc::new(plan))?)
+                }
+                LogicalPlan::Aggregate(aggregate)
+                    if !ranked
+                        && !aggregate.group_expr.is_empty()
+                        && !(aggregate.group_expr.iter())
+                            .any(|e| matches!(e, Expr::GroupingSet(_))) =>
+                {
+                    let groups = key_columns().chain(aggregate.group_expr.iter().cloned());
+                    LogicalPlanBuilder::from(plan)
+                        .aggregate(groups, aggregate.aggr_expr.clone())?
+                        .build()?
+                }
+                LogicalPlan::Window(window) if !ranked => {
+                    let keys: Vec<Expr> = key_columns().collect();
+                    let exprs = (window.window_expr.iter())
+                        .map(|e| partitioned_by(e.clone(), &keys))
+                        .collect::<DfResult<Vec<_>>>()?;
+                    LogicalPlanBuilder::from(plan).window(exprs)?.build()?
+                }
+                LogicalPlan::Distinct(Distinct::All(_)) if !ranked => {
+                    LogicalPlanBuilder::from(plan).distinct()?.build()?
+                }
+                LogicalPlan::Sort(sort) if sort.fetch.is_none() && limited && !ranked => {
+                    ranked = true;
+                    ranked_by(plan, key_columns().collect(), sort.expr.clone())?
+                }
+                // Without a limit, the order of a lateral subquery's rows is no matter.
+                LogicalPlan::Sort(sort) if sort.fetch.is_none() && !limited => plan,
+                LogicalPlan::Limit(limit) => {
+                    let (Ok(SkipType::Literal(skip)), Ok(FetchType::Literal(fetch))) =
+                        (limit.get_skip_type(), limit.get_fetch_type())
+                    else {
+                        return Ok(None);
+                    };
+                    if !ranked {
+                        plan = ranked_by(plan, key_columns().collect(), Vec::new())?;
+                    }
+                    ranked = false;
+                    let rank = || Expr::Column(Column::from_name(RANK));
+                    let mut kept = rank().gt(lit(skip as i64));
+                    if let Some(fetch) = fetch {
+                        kept = kept.and(rank().lt_eq(lit((skip + fetch) as i64)));
+                    }
+                    let columns = (plan.schema().columns().into_iter())
+                        .filter(|c| c.name != RANK)
+                        .map(Expr::Column);
+                    LogicalPlanBuilder::from(plan)
+                        .filter(kept)?
+                        .project(columns)?
+                        .build()?
+                }
+                _ => return Ok(None),
+            };
+        }
+        Ok(Some(Self { plan, outer, keys }))
+    }
 }
 
 /// `window`, a window function of a statement, also partitioned by `keys` (first), under
