@@ -1050,15 +1050,18 @@ def test_aggregates_over_moving_frames_answer_as_postgresql_does(join_server, po
 
 def test_float_zeros_compare_as_postgresql_does(join_server, postgres):
     """`-0.0` equals `0` in SQL; Arrow orders it below `0.0`, so `x * y < 0` kept the rows
-    where a negative `x` meets a zero `y`, and `ceil(-0.5) = 0` was false
-    (src/cluster/float_zeros.rs)."""
+    where a negative `x` meets a zero `y`, `ceil(-0.5) = 0` was false, and so was
+    `x * y = y * 0.0` for such rows (src/cluster/float_zeros.rs)."""
     server, _ = join_server
     rows_sql = ", ".join(f"({k}, {'NULL' if x is None else x}, {'NULL' if y is None else y})" for k, (x, y) in
                          enumerate([(-2.5, 0), (2.5, 0), (-0.5, 1), (0.5, 1), (-1.5, 2), (0.0, 3), (-3.0, 1),
                                     (1.0, None), (None, 0)]))
     queries = [f"SELECT k FROM zeros WHERE {condition}" for condition in [
         "x * y < 0", "x * y <= 0", "x * y > 0", "x * y >= 0", "x * y = 0", "x * y <> 0", "0 > x * y",
-        "0.0 = x * y", "ceil(x) = 0", "ceil(x) < 0", "x * y < 0 OR x > 2", "NOT (x * y >= 0)"]]
+        "0.0 = x * y", "ceil(x) = 0", "ceil(x) < 0", "x * y < 0 OR x > 2", "NOT (x * y >= 0)",
+        # Two float expressions, zeros of either sign (x * y against y * 0.0).
+        "x * y = y * 0.0", "x * y < y * 0.0", "x * y IS DISTINCT FROM y * 0.0",
+        "x * y IS NOT DISTINCT FROM 0.0"]]
     with server.connect() as conn, conn.cursor() as cur:
         postgres.psql(f"CREATE TABLE zeros (k BIGINT, x DOUBLE PRECISION, y INT); INSERT INTO zeros VALUES {rows_sql}")
         cur.execute("CREATE TABLE zeros (k BIGINT, x DOUBLE, y INT)")
@@ -1299,6 +1302,8 @@ def test_nested_and_lateral_subqueries_answer_as_postgresql_does(join_server, po
         "SELECT k FROM co2 WHERE g + 1 = (SELECT h FROM cu2 WHERE cu2.k > co2.k ORDER BY cu2.k LIMIT 1 OFFSET 1)",
         "SELECT k, (SELECT max(cu2.k) + co2.k FROM cu2 WHERE cu2.k < co2.k) AS m, "
         "(SELECT count(*) + co2.g FROM cu2 WHERE cu2.h = co2.g) AS n FROM co2",
+        "SELECT k, (SELECT min(cu2.k - co2.k) FROM cu2) AS a, "
+        "(SELECT coalesce(max(cu2.s), co2.s) FROM cu2 WHERE cu2.k > 10) AS s FROM co2",
     ]
     statements = [
         "DELETE FROM co2 WHERE NOT EXISTS (SELECT 1 FROM cu2 b WHERE b.h = co2.g AND "

@@ -7,12 +7,16 @@
 //! (`x < 0` is `x < -0.0`, `x >= 0` is `x >= -0.0`, `x = 0` is `x >= -0.0 AND x <= 0.0`),
 //! still a column against a literal, so files and row groups are pruned as before. It runs
 //! after DataFusion's optimizer, whose simplifier would fold the zeros back. A comparison
-//! of two float expressions that are both zeros of different signs is left as Arrow
-//! answers it.
+//! of two float expressions (`a.x * 0 = a.y`, `x IS DISTINCT FROM y`) adds `0.0` to each
+//! side, which makes a `-0.0` `0.0` and leaves any other value as it is. Grouping, joins
+//! and `DISTINCT` still take `-0.0` and `0.0` for two values.
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Result, ScalarValue};
-use datafusion::logical_expr::{BinaryExpr, Expr, LogicalPlan, Operator, and, lit, or};
+use datafusion::common::{DFSchema, Result, ScalarValue};
+use datafusion::logical_expr::{
+    BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, and, lit, or,
+};
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
 
 #[derive(Debug)]
@@ -29,16 +33,80 @@ impl OptimizerRule for FloatZeroComparisons {
         _config: &dyn OptimizerConfig,
     ) -> Result<Transformed<LogicalPlan>> {
         plan.transform_up_with_subqueries(|node| {
-            node.map_expressions(|expr| expr.transform_up(|e| Ok(as_sql_compares(e))))
+            let schema = input_schema(&node);
+            node.map_expressions(|expr| expr.transform_up(|e| Ok(as_sql_compares(e, &schema))))
         })
     }
 }
 
-fn as_sql_compares(expr: Expr) -> Transformed<Expr> {
-    match compared_as_sql(&expr) {
+fn as_sql_compares(expr: Expr, schema: &DFSchema) -> Transformed<Expr> {
+    match compared_as_sql(&expr).or_else(|| zeros_made_positive(&expr, schema)) {
         Some(compared) if compared != expr => Transformed::yes(compared),
         _ => Transformed::no(expr),
     }
+}
+
+/// The columns the expressions of `node` may name: its inputs'.
+fn input_schema(node: &LogicalPlan) -> DFSchema {
+    let mut schema = DFSchema::empty();
+    for input in node.inputs() {
+        schema.merge(input.schema());
+    }
+    schema
+}
+
+/// `expr`, a comparison of two float expressions (neither a literal: only a zero can
+/// equal a zero) or `IS [NOT] DISTINCT FROM`, with each side plus `0.0`: `-0.0 + 0.0` is
+/// `0.0`, and any other value stays as it is (`a.g IS DISTINCT FROM sign(a.g) * -2` was
+/// true where `a.g` is 0).
+fn zeros_made_positive(expr: &Expr, schema: &DFSchema) -> Option<Expr> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = expr else {
+        return None;
+    };
+    let distinct_from = matches!(op, Operator::IsDistinctFrom | Operator::IsNotDistinctFrom);
+    let literal = |e: &Expr| matches!(e, Expr::Literal(..));
+    let comparison = matches!(
+        op,
+        Operator::Eq
+            | Operator::NotEq
+            | Operator::Lt
+            | Operator::LtEq
+            | Operator::Gt
+            | Operator::GtEq
+    );
+    let applies = distinct_from || (comparison && !literal(left) && !literal(right));
+    if !applies || !is_float(left, schema) || !is_float(right, schema) {
+        return None;
+    }
+    Some(Expr::BinaryExpr(BinaryExpr::new(
+        Box::new(plus_zero(left, schema)),
+        *op,
+        Box::new(plus_zero(right, schema)),
+    )))
+}
+
+/// `expr + 0.0` of its type (a zero literal: `0.0`), unless a literal or already so.
+fn plus_zero(expr: &Expr, schema: &DFSchema) -> Expr {
+    let zero = match expr {
+        Expr::Literal(..) => return float_zero(expr).map_or(expr.clone(), |z| lit(z.positive)),
+        Expr::BinaryExpr(BinaryExpr {
+            op: Operator::Plus,
+            right,
+            ..
+        }) if float_zero(right).is_some() => None,
+        expr => (expr.get_type(schema).ok()).and_then(|t| ScalarValue::new_zero(&t).ok()),
+    };
+    match zero {
+        Some(zero) => expr.clone() + lit(zero),
+        None => expr.clone(),
+    }
+}
+
+fn is_float(expr: &Expr, schema: &DFSchema) -> bool {
+    matches!(
+        expr.get_type(schema),
+        Ok(DataType::Float64 | DataType::Float32 | DataType::Float16)
+    )
 }
 
 /// `expr`, a comparison of a float with a zero literal, as Arrow's order answers it.

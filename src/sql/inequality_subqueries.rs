@@ -212,16 +212,17 @@ impl Parts {
             LogicalPlan::Projection(p) => (Some(p.expr.clone()), p.input.as_ref()),
             plan => (None, plan),
         };
-        let LogicalPlan::Filter(filter) = filtered else {
-            return None;
+        // Without a filter, only the value or the aggregates read the outer row.
+        let (predicate, rows) = match filtered {
+            LogicalPlan::Filter(filter) => (filter.predicate.clone(), filter.input.as_ref()),
+            rows => (lit(true), rows),
         };
-        let (correlation, local): (Vec<Expr>, Vec<Expr>) =
-            split_conjunction_owned(filter.predicate.clone())
-                .into_iter()
-                .partition(refers_outside);
+        let (correlation, local): (Vec<Expr>, Vec<Expr>) = split_conjunction_owned(predicate)
+            .into_iter()
+            .partition(refers_outside);
         let clean = aggregate.group_expr.is_empty()
             && !projection.iter().flatten().any(refers_outside)
-            && !holds_outer_reference(filter.input.as_ref())
+            && !holds_outer_reference(rows)
             && !(correlation.iter().chain([&value]))
                 .any(|c| c.exists(|e| Ok(is_subquery(e))).unwrap_or(true));
         // The value, or an aggregate, may read the outer row too (`max(b.k) + a.k`).
@@ -240,7 +241,7 @@ impl Parts {
             value,
             aggregate: aggregate.clone(),
             projection,
-            rows: filter.input.as_ref().clone(),
+            rows: rows.clone(),
             correlation,
             local,
             outer,
@@ -276,9 +277,13 @@ impl Parts {
             })
             .map(|t| t.data)
         };
-        let on_keys = (self.correlation.into_iter())
+        let mut on_keys = (self.correlation.into_iter())
             .map(read_from_keys)
             .collect::<datafusion::error::Result<Vec<_>>>()?;
+        if on_keys.is_empty() {
+            // Only the value reads the outer row: every row joins every value.
+            on_keys.push(lit(true));
+        }
         let mut rows = LogicalPlanBuilder::from(self.rows);
         if let Some(local) = conjunction(self.local) {
             rows = rows.filter(local)?;
