@@ -1310,6 +1310,7 @@ def test_nested_and_lateral_subqueries_answer_as_postgresql_does(join_server, po
         "NOT EXISTS (SELECT 1 FROM co2 c WHERE c.k = b.k AND c.s = co2.s))",
         "UPDATE co2 SET g = (SELECT max(h) FROM cu2 WHERE cu2.k < co2.k) WHERE k > 2",
         "UPDATE co2 SET s = 'z' WHERE g + 1 < (SELECT count(*) FROM cu2 WHERE cu2.k < co2.k OR cu2.h = co2.g)",
+        "UPDATE co2 SET s = (SELECT cu2.s FROM cu2 WHERE cu2.k < co2.k ORDER BY cu2.k DESC LIMIT 1) WHERE k > 2",
     ]
     with server.connect() as conn, conn.cursor() as cur:
         create_correlated_tables(cur, postgres, suffix="2")
