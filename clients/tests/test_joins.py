@@ -1263,7 +1263,8 @@ def test_nested_and_lateral_subqueries_answer_as_postgresql_does(join_server, po
     lateral subquery that limits, groups or drops repeated rows (each row's first rows)
     was refused ("does not support … OuterReferenceColumn"; src/sql/lateral.rs), and so
     was a scalar subquery of the first row (`ORDER BY … LIMIT 1`) or whose value reads
-    the outer row (src/sql/inequality_subqueries.rs). An
+    the outer row (src/sql/inequality_subqueries.rs), or a subquery inside an aggregate
+    (src/sql/aggregate_subqueries.rs; a MERGE's counts are such). An
     UPDATE or DELETE with a subquery correlated by more than equalities was refused
     ("Update with anything but one table"): its steps now join it (src/sql/row_level.rs)."""
     server, _ = join_server
@@ -1302,6 +1303,11 @@ def test_nested_and_lateral_subqueries_answer_as_postgresql_does(join_server, po
         "SELECT k FROM co2 WHERE g + 1 = (SELECT h FROM cu2 WHERE cu2.k > co2.k ORDER BY cu2.k LIMIT 1 OFFSET 1)",
         "SELECT k, (SELECT max(cu2.k) + co2.k FROM cu2 WHERE cu2.k < co2.k) AS m, "
         "(SELECT count(*) + co2.g FROM cu2 WHERE cu2.h = co2.g) AS n FROM co2",
+        # Subqueries inside an aggregate's arguments, FILTER, ORDER BY and grouping.
+        "SELECT g, sum(CASE WHEN k < (SELECT avg(cu2.k) FROM cu2 WHERE cu2.h = co2.g) THEN 1 ELSE 0 END) AS n, "
+        "count(*) FILTER (WHERE EXISTS (SELECT 1 FROM cu2 WHERE cu2.k = co2.k)) AS e, "
+        "string_agg(s, ',' ORDER BY (SELECT max(cu2.k) FROM cu2 WHERE cu2.s = co2.s), k) AS l FROM co2 GROUP BY g",
+        "SELECT (SELECT max(cu2.k) FROM cu2 WHERE cu2.h = co2.g) AS m, count(*) AS n FROM co2 GROUP BY 1",
         "SELECT k, (SELECT min(cu2.k - co2.k) FROM cu2) AS a, "
         "(SELECT coalesce(max(cu2.s), co2.s) FROM cu2 WHERE cu2.k > 10) AS s FROM co2",
     ]
@@ -1311,6 +1317,8 @@ def test_nested_and_lateral_subqueries_answer_as_postgresql_does(join_server, po
         "UPDATE co2 SET g = (SELECT max(h) FROM cu2 WHERE cu2.k < co2.k) WHERE k > 2",
         "UPDATE co2 SET s = 'z' WHERE g + 1 < (SELECT count(*) FROM cu2 WHERE cu2.k < co2.k OR cu2.h = co2.g)",
         "UPDATE co2 SET s = (SELECT cu2.s FROM cu2 WHERE cu2.k < co2.k ORDER BY cu2.k DESC LIMIT 1) WHERE k > 2",
+        "MERGE INTO co2 USING cu2 x ON co2.k = x.k WHEN MATCHED AND x.h >= (SELECT avg(h) FROM cu2 WHERE cu2.k < x.k) "
+        "THEN UPDATE SET g = -x.h WHEN NOT MATCHED AND x.k > (SELECT min(k) + 8 FROM co2) THEN INSERT VALUES (x.k, x.h, x.s)",
     ]
     with server.connect() as conn, conn.cursor() as cur:
         create_correlated_tables(cur, postgres, suffix="2")

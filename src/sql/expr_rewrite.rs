@@ -121,3 +121,11 @@ pub(super) fn outer_columns(correlation: &[Expr]) -> Vec<Column> {
     }
     columns
 }
+
+/// Whether `expr` is a subquery (scalar, `EXISTS`, `IN`, `ANY`/`ALL`).
+pub(super) fn is_subquery(expr: &Expr) -> bool {
+    matches!(
+        expr,
+        Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_) | Expr::SetComparison(_)
+    )
+}

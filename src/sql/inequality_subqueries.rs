@@ -30,7 +30,8 @@ use datafusion::logical_expr::{
 };
 
 use super::expr_rewrite::{
-    aggregates_filtered, columns_of, holds_outer_reference, outer_columns, refers_outside,
+    aggregates_filtered, columns_of, holds_outer_reference, is_subquery, outer_columns,
+    refers_outside,
 };
 use super::lateral::PerOuterValue;
 use crate::error::Result;
@@ -326,13 +327,6 @@ impl Parts {
         columns.push(Expr::Column(Column::from_name(value_name)));
         LogicalPlanBuilder::from(joined).project(columns)?.build()
     }
-}
-
-fn is_subquery(expr: &Expr) -> bool {
-    matches!(
-        expr,
-        Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_) | Expr::SetComparison(_)
-    )
 }
 
 /// `column = outer value` (either way round): DataFusion joins by these. It does not

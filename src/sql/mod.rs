@@ -3,6 +3,7 @@
 //! committed here, once.
 
 mod aggregate_filters;
+mod aggregate_subqueries;
 pub mod alter;
 pub mod alter_forms;
 mod calls;
@@ -958,6 +959,7 @@ async fn plan_resolved(
         Some(naturals) => using_joins::merged_columns_first(plan, naturals)?,
         None => plan,
     };
+    let plan = aggregate_subqueries::with_aggregate_subqueries_projected(plan)?;
     let plan = distant_references::with_distant_references_carried(plan)?;
     let plan = scalar_subqueries::with_single_row_scalar_subqueries(plan)?;
     let plan = subquery_values::with_subqueries_as_counts(plan)?;
