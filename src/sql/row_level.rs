@@ -46,6 +46,7 @@ use iceberg::spec::FormatVersion;
 use iceberg::table::Table;
 
 use super::ddl::normalize;
+use super::expr_rewrite::is_subquery;
 use super::parse::{parse, sql_statement_mut};
 use super::resolve::StatementCatalog;
 use super::{Engine, Query};
@@ -281,14 +282,6 @@ pub(super) fn appending(dml: &DmlStatement, input: LogicalPlan) -> DmlStatement 
         dml.target.clone(),
         WriteOp::Insert(InsertOp::Append),
         Arc::new(input),
-    )
-}
-
-/// A subquery expression (a join once planned).
-pub(super) fn is_subquery(expr: &Expr) -> bool {
-    matches!(
-        expr,
-        Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)
     )
 }
 

@@ -22,7 +22,7 @@ use datafusion::physical_plan::joins::{
 use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
 use datafusion::physical_plan::recursive_query::RecursiveQueryExec;
 
-use super::row_level::is_subquery;
+use super::expr_rewrite::is_subquery;
 use crate::table::scan::IcebergScanExec;
 
 /// Whether the logical `plan` may be small: it joins nothing (no join, no subquery, which

@@ -1,8 +1,9 @@
 //! `x IN (subquery)`, `EXISTS (subquery)` and `x > ALL (subquery)` as values of a select
 //! list or `GROUP BY` (`SELECT k IN (SELECT …) AS found`, `CASE WHEN EXISTS (…) THEN …`),
 //! as PostgreSQL, DuckDB and Trino answer them. DataFusion 53 turns them into joins only in filters
-//! (`WHERE`, `HAVING`) and refuses them in a projection or an aggregate ("Physical plan
-//! does not support logical expression InSubquery"). There they become counts of the
+//! (`WHERE`, `HAVING`) and refuses them in a projection ("Physical plan does not support
+//! logical expression InSubquery"; those of an aggregate are computed by a projection
+//! below it, `src/sql/aggregate_subqueries.rs`). There they become counts of the
 //! subquery's rows, scalar subqueries that DataFusion joins (correlated ones by their
 //! equalities, as any scalar subquery; by more than equalities,
 //! `src/sql/inequality_subqueries.rs` joins them), computed by projections below:
@@ -24,8 +25,8 @@ use datafusion::functions_aggregate::expr_fn::{max, min};
 use datafusion::logical_expr::expr::{Exists, InSubquery, SetComparison, SetQuantifier};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{
-    Aggregate, Expr, LogicalPlan, LogicalPlanBuilder, Operator, Projection, Subquery, binary_expr,
-    lit, not, when,
+    Expr, LogicalPlan, LogicalPlanBuilder, Operator, Projection, Subquery, binary_expr, lit, not,
+    when,
 };
 
 use super::expr_rewrite::columns_of;
@@ -39,8 +40,8 @@ const MAX_SUBQUERIES: usize = 64;
 /// The most scalar subqueries one value becomes (`x > ALL (S)`).
 const SUBQUERIES_PER_VALUE: usize = 4;
 
-/// `plan` with the `IN`, `EXISTS`, `ANY` and `ALL` subqueries of its projections and
-/// aggregates computed by scalar subqueries (see the module documentation).
+/// `plan` with the `IN`, `EXISTS`, `ANY` and `ALL` subqueries of its projections computed
+/// by scalar subqueries (see the module documentation).
 pub(super) fn with_subqueries_as_counts(plan: LogicalPlan) -> Result<LogicalPlan> {
     let mut named = 0;
     let plan = plan.transform_up_with_subqueries(|node| {
@@ -48,7 +49,6 @@ pub(super) fn with_subqueries_as_counts(plan: LogicalPlan) -> Result<LogicalPlan
         match node {
             node if !holds_subquery_values(&node) => Ok(Transformed::no(node)),
             LogicalPlan::Projection(projection) => counted_projection(projection, &mut named),
-            LogicalPlan::Aggregate(_) => aggregate_of_values(node, &mut named),
             other => Ok(Transformed::no(other)),
         }
         .map_err(Into::into)
@@ -63,47 +63,11 @@ fn is_subquery_value(expr: &Expr) -> bool {
     )
 }
 
-/// An aggregate whose groups or arguments hold subqueries (`GROUP BY CASE WHEN k IN
-/// (SELECT …) …`) over a projection that computes their values.
+/// Whether `node`'s expressions hold such subqueries.
 fn holds_subquery_values(node: &LogicalPlan) -> bool {
     node.expressions()
         .iter()
         .any(|e| e.exists(|e| Ok(is_subquery_value(e))).unwrap_or(false))
-}
-
-fn aggregate_of_values(node: LogicalPlan, named: &mut usize) -> Result<Transformed<LogicalPlan>> {
-    let names = NamePreserver::new(&node);
-    let LogicalPlan::Aggregate(aggregate) = node else {
-        return Ok(Transformed::no(node));
-    };
-    let mut values = Vec::new();
-    let mut by_value = |exprs: Vec<Expr>| -> Result<Vec<Expr>> {
-        let mut rewritten = Vec::with_capacity(exprs.len());
-        for expr in exprs {
-            let saved = names.save(&expr);
-            let by_column = expr.transform_up(|e| {
-                if !is_subquery_value(&e) {
-                    return Ok(Transformed::no(e));
-                }
-                *named += 1;
-                let name = format!("__floe_value_{named}");
-                values.push(e.alias(&name));
-                Ok(Transformed::yes(Expr::Column(Column::from_name(name))))
-            })?;
-            rewritten.push(saved.restore(by_column.data));
-        }
-        Ok(rewritten)
-    };
-    let group_expr = by_value(aggregate.group_expr)?;
-    let aggr_expr = by_value(aggregate.aggr_expr)?;
-    let mut columns: Vec<Expr> = (aggregate.input.schema().columns().into_iter())
-        .map(Expr::Column)
-        .collect();
-    columns.extend(values);
-    let below = Projection::try_new(columns, aggregate.input)?;
-    let below = counted_projection(below, named)?.data;
-    let aggregate = Aggregate::try_new(Arc::new(below), group_expr, aggr_expr)?;
-    Ok(Transformed::yes(LogicalPlan::Aggregate(aggregate)))
 }
 
 /// `projection` over others that compute whether each of its subqueries has rows, if
