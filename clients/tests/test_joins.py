@@ -1264,7 +1264,8 @@ def test_nested_and_lateral_subqueries_answer_as_postgresql_does(join_server, po
     was refused ("does not support … OuterReferenceColumn"; src/sql/lateral.rs), and so
     was a scalar subquery of the first row (`ORDER BY … LIMIT 1`) or whose value reads
     the outer row (src/sql/inequality_subqueries.rs), or a subquery inside an aggregate
-    (src/sql/aggregate_subqueries.rs; a MERGE's counts are such). An
+    or in an ORDER BY, a window or a join's ON, and two correlated counts of one select
+    list (src/sql/subqueries_below.rs; a MERGE's counts are such). An
     UPDATE or DELETE with a subquery correlated by more than equalities was refused
     ("Update with anything but one table"): its steps now join it (src/sql/row_level.rs)."""
     server, _ = join_server
@@ -1308,6 +1309,14 @@ def test_nested_and_lateral_subqueries_answer_as_postgresql_does(join_server, po
         "count(*) FILTER (WHERE EXISTS (SELECT 1 FROM cu2 WHERE cu2.k = co2.k)) AS e, "
         "string_agg(s, ',' ORDER BY (SELECT max(cu2.k) FROM cu2 WHERE cu2.s = co2.s), k) AS l FROM co2 GROUP BY g",
         "SELECT (SELECT max(cu2.k) FROM cu2 WHERE cu2.h = co2.g) AS m, count(*) AS n FROM co2 GROUP BY 1",
+        # Two correlated counts in one select list or filter; subqueries in ORDER BY, a
+        # window and a join's ON.
+        "SELECT k, (SELECT count(*) FROM cu2 WHERE cu2.h = co2.g) AS x, (SELECT count(*) FROM cu2 WHERE cu2.s = co2.s) "
+        "AS y FROM co2 WHERE k > (SELECT count(*) FROM cu2 WHERE cu2.k < co2.k) - 2 "
+        "AND g < (SELECT count(*) FROM cu2 WHERE cu2.k > co2.k)",
+        "SELECT k FROM co2 ORDER BY (SELECT count(*) FROM cu2 WHERE cu2.k > co2.k) DESC, k LIMIT 5",
+        "SELECT k, sum(k) OVER (PARTITION BY (SELECT max(cu2.h) FROM cu2 WHERE cu2.s = co2.s)) AS w FROM co2",
+        "SELECT co2.k, x.k FROM co2 JOIN cu2 x ON x.k > co2.k AND x.h < (SELECT count(*) FROM cu2 WHERE cu2.k < co2.k)",
         "SELECT k, (SELECT min(cu2.k - co2.k) FROM cu2) AS a, "
         "(SELECT coalesce(max(cu2.s), co2.s) FROM cu2 WHERE cu2.k > 10) AS s FROM co2",
     ]

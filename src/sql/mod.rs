@@ -3,7 +3,6 @@
 //! committed here, once.
 
 mod aggregate_filters;
-mod aggregate_subqueries;
 pub mod alter;
 pub mod alter_forms;
 mod calls;
@@ -43,6 +42,7 @@ mod shared_subplans;
 mod show;
 mod show_create;
 mod small;
+mod subqueries_below;
 mod subquery_names;
 mod subquery_values;
 pub mod time_travel;
@@ -959,7 +959,7 @@ async fn plan_resolved(
         Some(naturals) => using_joins::merged_columns_first(plan, naturals)?,
         None => plan,
     };
-    let plan = aggregate_subqueries::with_aggregate_subqueries_projected(plan)?;
+    let plan = subqueries_below::with_subqueries_computed_below(plan)?;
     let plan = distant_references::with_distant_references_carried(plan)?;
     let plan = scalar_subqueries::with_single_row_scalar_subqueries(plan)?;
     let plan = subquery_values::with_subqueries_as_counts(plan)?;

@@ -1,4 +1,7 @@
-//! A subquery's value renamed where the statement has a column of its name.
+//! A subquery's value renamed where the statement has a column of its name, or another
+//! scalar subquery of the same expression has a value of its name (`SELECT (SELECT
+//! count(*) FROM u WHERE u.a = t.a) AS x, (SELECT count(*) FROM u WHERE u.b = t.b) AS
+//! y`: "Ambiguous reference to unqualified field count(*)").
 //!
 //! DataFusion 53's `scalar_subquery_to_join` joins a scalar subquery to the rows it is
 //! compared with, its value keeping the name it has in the subquery
@@ -46,6 +49,9 @@ pub(super) fn with_subquery_values_renamed(plan: LogicalPlan) -> Result<LogicalP
             return Ok(Transformed::no(node));
         }
         let names = NamePreserver::new(&node);
+        // The values of the node's scalar subqueries so far: two of one name were
+        // ambiguous once joined.
+        let mut values: HashSet<String> = HashSet::new();
         node.map_expressions(|expr| {
             let saved = names.save(&expr);
             let mut renamed_value = |subquery: Subquery| {
@@ -54,7 +60,9 @@ pub(super) fn with_subquery_values_renamed(plan: LogicalPlan) -> Result<LogicalP
             };
             let rewritten = expr.transform_up(|expr| match expr {
                 Expr::ScalarSubquery(subquery)
-                    if value_name(&subquery).is_some_and(|name| taken.contains(name)) =>
+                    if value_name(&subquery).is_some_and(|name| {
+                        taken.contains(name) || !values.insert(name.into())
+                    }) =>
                 {
                     Ok(Transformed::yes(Expr::ScalarSubquery(renamed_value(
                         subquery,

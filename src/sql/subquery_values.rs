@@ -3,7 +3,7 @@
 //! as PostgreSQL, DuckDB and Trino answer them. DataFusion 53 turns them into joins only in filters
 //! (`WHERE`, `HAVING`) and refuses them in a projection ("Physical plan does not support
 //! logical expression InSubquery"; those of an aggregate are computed by a projection
-//! below it, `src/sql/aggregate_subqueries.rs`). There they become counts of the
+//! below it, `src/sql/subqueries_below.rs`). There they become counts of the
 //! subquery's rows, scalar subqueries that DataFusion joins (correlated ones by their
 //! equalities, as any scalar subquery; by more than equalities,
 //! `src/sql/inequality_subqueries.rs` joins them), computed by projections below:
