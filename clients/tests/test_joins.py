@@ -1331,6 +1331,20 @@ def test_nested_and_lateral_subqueries_answer_as_postgresql_does(join_server, po
     ]
     with server.connect() as conn, conn.cursor() as cur:
         create_correlated_tables(cur, postgres, suffix="2")
+        # An uncorrelated first row of a table of several files (a task each) under an
+        # aggregate: Ballista's stages lost the limit, every task's first row came back
+        # (src/cluster/joins.rs).
+        postgres.psql("CREATE TABLE fr (k INT, h INT)")
+        cur.execute("CREATE TABLE fr (k INT, h INT)")
+        for part in range(4):
+            values = ", ".join(f"({part * 10 + i}, {(part * 7 + i) % 5})" for i in range(10))
+            postgres.psql(f"INSERT INTO fr VALUES {values}")
+            cur.execute(f"INSERT INTO fr VALUES {values}")
+        for sql in ["SELECT count(*) FROM fr WHERE k > (SELECT k FROM fr ORDER BY k DESC LIMIT 1) - 15",
+                    "SELECT h, count(*) FROM fr WHERE k > (SELECT f.k FROM fr f ORDER BY f.h, f.k DESC LIMIT 1) "
+                    "GROUP BY h",
+                    "SELECT (SELECT f.h FROM fr f ORDER BY f.k DESC LIMIT 1 OFFSET 3) AS g, count(*) FROM fr GROUP BY 1"]:
+            assert sorted(as_text(query(cur, sql)), key=str) == sorted(postgres_rows(postgres, sql), key=str), sql
         for sql in queries:
             assert sorted(as_text(query(cur, sql)), key=str) == sorted(postgres_rows(postgres, sql), key=str), sql
         for sql in statements:

@@ -45,7 +45,10 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec, PartitionMode};
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::sort::SortExec;
+use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{
     ExecutionPlan, ExecutionPlanProperties, Partitioning, PhysicalExpr,
 };
@@ -99,6 +102,7 @@ pub fn with_join_guards(
         .unwrap_or(rules.len());
     rules.insert(before_check, Arc::new(SINGLE_PROBE_FOR_UNSAFE_BROADCASTS));
     rules.insert(before_check, Arc::new(SINGLE_PROBE_FOR_NESTED_LOOP_JOINS));
+    rules.insert(before_check, Arc::new(LIMITED_BUILD_SIDES_SORTED_ONCE));
     rules.insert(before_check, Arc::new(DISTINCT_KEYS_BEFORE_SHUFFLE));
     rules
 }
@@ -251,6 +255,55 @@ fn nested_loop_join_with_single_probe(
         node.clone()
             .with_new_children(vec![join.left().clone(), probe])?,
     ))
+}
+
+/// Gives a nested loop join whose build side is a merge of each task's sorted rows that
+/// holds a limit (`WHERE k > (SELECT k FROM u ORDER BY k DESC LIMIT 1)`) a sort of all
+/// those rows in one partition, with the limit, instead: Ballista runs DataFusion's
+/// `EnforceSorting` again on each stage, which took the merge out (the join needs no
+/// order) and its limit with it, so every task's first row was joined. A sort with a
+/// limit is never taken out.
+const LIMITED_BUILD_SIDES_SORTED_ONCE: NodeRule = NodeRule {
+    name: "floe_limited_build_sides_sorted_once",
+    rewrite: nested_loop_join_with_limited_build_sorted_once,
+};
+
+fn nested_loop_join_with_limited_build_sorted_once(
+    node: &Arc<dyn ExecutionPlan>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(join) = node.as_any().downcast_ref::<NestedLoopJoinExec>() else {
+        return Ok(None);
+    };
+    let Some(build) = sorted_once(join.left())? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        node.clone()
+            .with_new_children(vec![build, join.right().clone()])?,
+    ))
+}
+
+/// `plan` (projections over a merge with a limit) with the merge a sort of its coalesced
+/// input, with the limit; `None` for any other plan.
+fn sorted_once(plan: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    if let Some(merge) = plan.as_any().downcast_ref::<SortPreservingMergeExec>() {
+        let Some(fetch) = merge.fetch() else {
+            return Ok(None);
+        };
+        let coalesced = Arc::new(CoalescePartitionsExec::new(merge.input().clone()));
+        let sort = SortExec::new(merge.expr().clone(), coalesced).with_fetch(Some(fetch));
+        return Ok(Some(Arc::new(sort)));
+    }
+    if plan.as_any().is::<ProjectionExec>() {
+        let [input] = plan.children()[..] else {
+            return Ok(None);
+        };
+        return match sorted_once(input)? {
+            Some(input) => Ok(Some(plan.clone().with_new_children(vec![input])?)),
+            None => Ok(None),
+        };
+    }
+    Ok(None)
 }
 
 /// A column of `plan`'s output of a plain type, to hash by.

@@ -40,7 +40,7 @@ pub(super) fn with_subqueries_computed_below(plan: LogicalPlan) -> Result<Logica
         }
         match node {
             LogicalPlan::Aggregate(_) | LogicalPlan::Sort(_) | LogicalPlan::Window(_) => {
-                computed_below(node, &mut computed, is_movable_subquery).map(Transformed::yes)
+                computed_below(node, &mut computed, is_subquery).map(Transformed::yes)
             }
             LogicalPlan::Join(join) => joined_with_computed_sides(join, &mut computed),
             LogicalPlan::Projection(_) | LogicalPlan::Filter(_)
@@ -164,24 +164,6 @@ fn computing(input: LogicalPlan, subqueries: Vec<Expr>) -> datafusion::error::Re
             )?))
         }
         input => stacked(input, subqueries),
-    }
-}
-
-/// A subquery but an uncorrelated scalar one that limits its rows (`(SELECT h FROM u
-/// ORDER BY k DESC LIMIT 1)`): computed below an aggregate, it is joined by a nested loop
-/// join whose build side Ballista's stage planning reorders, and DataFusion 53's
-/// `EnforceSorting` then drops the merge that held its limit: every task's first row came
-/// back. It stays where it is (and refused).
-fn is_movable_subquery(expr: &Expr) -> bool {
-    let limits = |s: &datafusion::logical_expr::Subquery| {
-        s.outer_ref_columns.is_empty()
-            && s.subquery
-                .exists(|node| Ok(matches!(node, LogicalPlan::Limit(_))))
-                .unwrap_or(true)
-    };
-    match expr {
-        Expr::ScalarSubquery(subquery) => !limits(subquery),
-        other => is_subquery(other),
     }
 }
 
