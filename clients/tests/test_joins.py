@@ -1285,6 +1285,14 @@ def test_nested_and_lateral_subqueries_answer_as_postgresql_does(join_server, po
         # Three levels.
         "SELECT a.k FROM co2 a WHERE EXISTS (SELECT 1 FROM cu2 b WHERE b.h = a.g AND EXISTS (SELECT 1 FROM co2 c "
         "WHERE c.k = b.k AND NOT EXISTS (SELECT 1 FROM cu2 d WHERE d.k = c.k AND d.s = a.s)))",
+        # Quoted aliases (a space, a quote) read two levels out and by a lateral subquery; a
+        # lateral subquery over no left rows.
+        """SELECT "o a".k FROM co2 "o a" WHERE NOT EXISTS (SELECT 1 FROM cu2 "b's" WHERE "b's".h = "o a".g AND """
+        """NOT EXISTS (SELECT 1 FROM co2 c WHERE c.k = "b's".k AND c.s = "o a".s))""",
+        """SELECT "o a".k, "l's".k FROM co2 "o a" CROSS JOIN LATERAL (SELECT cu2.k FROM cu2 WHERE cu2.k > "o a".k """
+        "ORDER BY cu2.k LIMIT 1) \"l's\"",
+        "SELECT co2.k, l.k FROM co2 LEFT JOIN LATERAL (SELECT cu2.k FROM cu2 WHERE cu2.h = co2.g ORDER BY cu2.k "
+        "LIMIT 2) l ON TRUE WHERE co2.k > 100",
         # Lateral subqueries: the first rows of each left row, groups, distinct rows.
         "SELECT co2.k, l.k FROM co2 CROSS JOIN LATERAL (SELECT cu2.k FROM cu2 WHERE cu2.k > co2.k ORDER BY cu2.k "
         "LIMIT 2) l",

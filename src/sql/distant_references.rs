@@ -26,7 +26,7 @@ use datafusion::logical_expr::{
     BinaryExpr, Expr, Filter, LogicalPlan, LogicalPlanBuilder, Operator, Projection, Subquery, lit,
 };
 
-use super::expr_rewrite::columns_of;
+use super::expr_rewrite::{columns_of, is_subquery};
 use crate::error::Result;
 
 /// `plan` with each subquery whose own subqueries read the columns of the query outside
@@ -34,7 +34,12 @@ use crate::error::Result;
 pub(super) fn with_distant_references_carried(plan: LogicalPlan) -> Result<LogicalPlan> {
     let mut carried = 0usize;
     let plan = plan.transform_down_with_subqueries(|node| {
-        if !matches!(node, LogicalPlan::Projection(_) | LogicalPlan::Filter(_)) {
+        // Most plans have no subquery: the outer input's references are not looked for.
+        let holds_subquery = || {
+            (node.expressions().iter()).any(|e| e.exists(|e| Ok(is_subquery(e))).unwrap_or(false))
+        };
+        if !matches!(node, LogicalPlan::Projection(_) | LogicalPlan::Filter(_)) || !holds_subquery()
+        {
             return Ok(Transformed::no(node));
         }
         let outer = node.inputs()[0].clone();

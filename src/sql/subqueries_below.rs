@@ -27,7 +27,7 @@ use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
 use datafusion::logical_expr::{Expr, Join, JoinType, LogicalPlan, LogicalPlanBuilder, Projection};
 
-use super::expr_rewrite::{columns_of, is_subquery};
+use super::expr_rewrite::{columns_of, is_subquery, outer_columns};
 use crate::error::Result;
 
 /// `plan` with the subqueries of its aggregates, sorts, windows and joins computed below
@@ -132,10 +132,7 @@ fn computing(input: LogicalPlan, subqueries: Vec<Expr>) -> datafusion::error::Re
         let mut columns = Vec::new();
         let _ = e.apply(|e| {
             if let Expr::ScalarSubquery(s) = e {
-                columns.extend(s.outer_ref_columns.iter().filter_map(|c| match c {
-                    Expr::OuterReferenceColumn(_, column) => Some(column.clone()),
-                    _ => None,
-                }));
+                columns.extend(outer_columns(&s.outer_ref_columns));
             }
             Ok(TreeNodeRecursion::Continue)
         });
