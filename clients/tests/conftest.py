@@ -129,12 +129,14 @@ class Server:
         return self.process.stop()
 
     def start_executor(self, log: Path, env=None, slots: int = 2, work_dir: Path | None = None) -> Process:
-        """A `floe executor` process registered with this server's scheduler."""
+        """A `floe executor` process registered with this server's scheduler. Its work
+        directory is beside its log unless given, so one killed in a test leaves nothing
+        in the system's temporary directory."""
         port = free_port(pair=True)
+        work_dir = work_dir or log.with_name(f"{log.stem}-work-{port}")
         args = ["executor", "--scheduler", f"127.0.0.1:{self.scheduler_port}",
-                "--bind", f"127.0.0.1:{port}", "--slots", str(slots)]
-        if work_dir is not None:
-            args += ["--work-dir", str(work_dir)]
+                "--bind", f"127.0.0.1:{port}", "--slots", str(slots),
+                "--work-dir", str(work_dir)]
         return Process(args, log, wait_port=port, env=env)
 
 

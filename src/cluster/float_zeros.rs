@@ -12,7 +12,7 @@
 //! and `DISTINCT` still take `-0.0` and `0.0` for two values.
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result, ScalarValue};
 use datafusion::logical_expr::{
     BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, and, lit, or,
@@ -33,9 +33,48 @@ impl OptimizerRule for FloatZeroComparisons {
         _config: &dyn OptimizerConfig,
     ) -> Result<Transformed<LogicalPlan>> {
         plan.transform_up_with_subqueries(|node| {
+            if !compares_as_rewritten(&node)? {
+                return Ok(Transformed::no(node));
+            }
             let schema = input_schema(&node);
             node.map_expressions(|expr| expr.transform_up(|e| Ok(as_sql_compares(e, &schema))))
         })
+    }
+}
+
+/// Whether an expression of `node` is a comparison that [`as_sql_compares`] may change,
+/// told before the types are asked (most are a column against a literal, which only a
+/// float zero literal makes one).
+fn compares_as_rewritten(node: &LogicalPlan) -> Result<bool> {
+    let mut found = false;
+    node.apply_expressions(|expr| {
+        found = expr.exists(|e| Ok(may_be_rewritten(e)))?;
+        Ok(match found {
+            true => TreeNodeRecursion::Stop,
+            false => TreeNodeRecursion::Continue,
+        })
+    })?;
+    Ok(found)
+}
+
+fn may_be_rewritten(expr: &Expr) -> bool {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = expr else {
+        return false;
+    };
+    let literal = |e: &Expr| matches!(e, Expr::Literal(..));
+    match op {
+        Operator::IsDistinctFrom | Operator::IsNotDistinctFrom => true,
+        Operator::Eq
+        | Operator::NotEq
+        | Operator::Lt
+        | Operator::LtEq
+        | Operator::Gt
+        | Operator::GtEq => {
+            !(literal(left) || literal(right))
+                || float_zero(left).is_some()
+                || float_zero(right).is_some()
+        }
+        _ => false,
     }
 }
 

@@ -129,3 +129,16 @@ pub(super) fn is_subquery(expr: &Expr) -> bool {
         Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_) | Expr::SetComparison(_)
     )
 }
+
+/// Whether `plan` holds a subquery: in an expression, or as a node (a lateral join's
+/// right side).
+pub(super) fn holds_subqueries(plan: &LogicalPlan) -> bool {
+    plan.exists(|node| {
+        Ok(matches!(node, LogicalPlan::Subquery(_))
+            || node
+                .expressions()
+                .iter()
+                .any(|e| e.exists(|e| Ok(is_subquery(e))).unwrap_or(true)))
+    })
+    .unwrap_or(true)
+}

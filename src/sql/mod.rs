@@ -951,14 +951,32 @@ async fn plan_resolved(
     let plan = intervals::dates_with_times_as_timestamps(plan)?;
     let plan = set_operations::with_multiset_intersect_and_except(plan)?;
     let plan = lateral::lateral_unnests_as_plain(plan)?;
-    let plan = lateral::lateral_subqueries_joined(plan)?;
+    // Most statements hold no subquery: the passes for them are skipped, as they would
+    // only walk the plan.
+    let subqueries = expr_rewrite::holds_subqueries(&plan);
+    let plan = match subqueries {
+        true => lateral::lateral_subqueries_joined(plan)?,
+        false => plan,
+    };
     let plan = windows::windows_in_sorts_computed(plan)?;
-    let plan = windows::subquery_filters_under_windows_projected(plan)?;
+    let plan = match subqueries {
+        true => windows::subquery_filters_under_windows_projected(plan)?,
+        false => plan,
+    };
     let plan = using_joins::with_merged_using_columns(plan)?;
     let plan = match &merging_joins {
         Some(naturals) => using_joins::merged_columns_first(plan, naturals)?,
         None => plan,
     };
+    let plan = match subqueries {
+        true => with_subqueries_planned(plan)?,
+        false => plan,
+    };
+    Ok((plan, parameters))
+}
+
+/// `plan` with its subqueries in the shapes DataFusion decorrelates and runs.
+fn with_subqueries_planned(plan: LogicalPlan) -> Result<LogicalPlan> {
     let plan = subqueries_below::with_subqueries_computed_below(plan)?;
     let plan = distant_references::with_distant_references_carried(plan)?;
     let plan = scalar_subqueries::with_single_row_scalar_subqueries(plan)?;
@@ -970,10 +988,7 @@ async fn plan_resolved(
         false => inequality_subqueries::with_inequality_subqueries_joined(plan)?,
     };
     let plan = correlated_in::with_correlated_in_as_exists(plan)?;
-    Ok((
-        subquery_names::with_subquery_values_renamed(plan)?,
-        parameters,
-    ))
+    subquery_names::with_subquery_values_renamed(plan)
 }
 
 enum Planned {
