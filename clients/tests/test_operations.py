@@ -291,7 +291,8 @@ def lossy_cluster(tmp_path, *coordinator_args):
 def start_executor(server, log, port=None):
     port = port or free_port(pair=True)
     args = ["executor", "--scheduler", f"127.0.0.1:{server.scheduler_port}",
-            "--bind", f"127.0.0.1:{port}", "--slots", "2", "--heartbeat-secs", "1"]
+            "--bind", f"127.0.0.1:{port}", "--slots", "2", "--heartbeat-secs", "1",
+            "--work-dir", str(log.with_name(f"{log.stem}-work-{port}"))]  # killed ones leave it
     return Process(args, log, wait_port=port)
 
 
