@@ -1323,6 +1323,9 @@ def test_nested_and_lateral_subqueries_answer_as_postgresql_does(join_server, po
         "AS y FROM co2 WHERE k > (SELECT count(*) FROM cu2 WHERE cu2.k < co2.k) - 2 "
         "AND g < (SELECT count(*) FROM cu2 WHERE cu2.k > co2.k)",
         "SELECT k FROM co2 ORDER BY (SELECT count(*) FROM cu2 WHERE cu2.k > co2.k) DESC, k LIMIT 5",
+        # EXISTS and ANY reading a column the select list drops.
+        "SELECT k FROM co2 ORDER BY EXISTS (SELECT 1 FROM cu2 WHERE cu2.s = co2.s) DESC, k LIMIT 6",
+        "SELECT k FROM co2 ORDER BY g = ANY (SELECT h FROM cu2 WHERE cu2.k > co2.k), k LIMIT 6",
         "SELECT k, sum(k) OVER (PARTITION BY (SELECT max(cu2.h) FROM cu2 WHERE cu2.s = co2.s)) AS w FROM co2",
         "SELECT co2.k, x.k FROM co2 JOIN cu2 x ON x.k > co2.k AND x.h < (SELECT count(*) FROM cu2 WHERE cu2.k < co2.k)",
         "SELECT k, (SELECT min(cu2.k - co2.k) FROM cu2) AS a, "

@@ -26,7 +26,7 @@ use datafusion::logical_expr::{
     BinaryExpr, Expr, Filter, LogicalPlan, LogicalPlanBuilder, Operator, Projection, Subquery, lit,
 };
 
-use super::expr_rewrite::{columns_of, is_subquery};
+use super::expr_rewrite::{columns_of, holds_subquery};
 use crate::error::Result;
 
 /// `plan` with each subquery whose own subqueries read the columns of the query outside
@@ -34,11 +34,9 @@ use crate::error::Result;
 pub(super) fn with_distant_references_carried(plan: LogicalPlan) -> Result<LogicalPlan> {
     let mut carried = 0usize;
     let plan = plan.transform_down_with_subqueries(|node| {
-        // Most plans have no subquery: the outer input's references are not looked for.
-        let holds_subquery = || {
-            (node.expressions().iter()).any(|e| e.exists(|e| Ok(is_subquery(e))).unwrap_or(false))
-        };
-        if !matches!(node, LogicalPlan::Projection(_) | LogicalPlan::Filter(_)) || !holds_subquery()
+        // The outer input's references are looked for only where a subquery may read them.
+        if !matches!(node, LogicalPlan::Projection(_) | LogicalPlan::Filter(_))
+            || !node.expressions().iter().any(holds_subquery)
         {
             return Ok(Transformed::no(node));
         }

@@ -130,15 +130,17 @@ pub(super) fn is_subquery(expr: &Expr) -> bool {
     )
 }
 
+/// Whether `expr` is or holds a subquery.
+pub(super) fn holds_subquery(expr: &Expr) -> bool {
+    expr.exists(|e| Ok(is_subquery(e))).unwrap_or(true)
+}
+
 /// Whether `plan` holds a subquery: in an expression, or as a node (a lateral join's
 /// right side).
 pub(super) fn holds_subqueries(plan: &LogicalPlan) -> bool {
     plan.exists(|node| {
         Ok(matches!(node, LogicalPlan::Subquery(_))
-            || node
-                .expressions()
-                .iter()
-                .any(|e| e.exists(|e| Ok(is_subquery(e))).unwrap_or(true)))
+            || node.expressions().iter().any(holds_subquery))
     })
     .unwrap_or(true)
 }

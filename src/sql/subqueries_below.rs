@@ -23,11 +23,12 @@ use std::sync::Arc;
 
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, DFSchema};
+use datafusion::logical_expr::expr::{Exists, InSubquery, SetComparison};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
 use datafusion::logical_expr::{Expr, Join, JoinType, LogicalPlan, LogicalPlanBuilder, Projection};
 
-use super::expr_rewrite::{columns_of, is_subquery, outer_columns};
+use super::expr_rewrite::{columns_of, holds_subquery, is_subquery, outer_columns};
 use crate::error::Result;
 
 /// `plan` with the subqueries of its aggregates, sorts, windows and joins computed below
@@ -56,10 +57,6 @@ pub(super) fn with_subqueries_computed_below(plan: LogicalPlan) -> Result<Logica
         }
     })?;
     Ok(plan.data)
-}
-
-fn holds_subquery(expr: &Expr) -> bool {
-    expr.exists(|e| Ok(is_subquery(e))).unwrap_or(false)
 }
 
 /// The subqueries of the expressions given, each replaced by a column (named by
@@ -128,19 +125,10 @@ fn computed_below(
 /// `input`, a projection, does not pass on (`SELECT a.k FROM t a ORDER BY (SELECT … WHERE
 /// u.s = a.s)`), they are computed below it and it passes them on.
 fn computing(input: LogicalPlan, subqueries: Vec<Expr>) -> datafusion::error::Result<LogicalPlan> {
-    let outer_columns = |e: &Expr| {
-        let mut columns = Vec::new();
-        let _ = e.apply(|e| {
-            if let Expr::ScalarSubquery(s) = e {
-                columns.extend(outer_columns(&s.outer_ref_columns));
-            }
-            Ok(TreeNodeRecursion::Continue)
-        });
-        columns
-    };
-    let readable = |plan: &LogicalPlan| {
-        (subqueries.iter().flat_map(outer_columns)).all(|c| plan.schema().has_column(&c))
-    };
+    let read: Vec<Column> = (subqueries.iter())
+        .flat_map(columns_read_by_subqueries)
+        .collect();
+    let readable = |plan: &LogicalPlan| read.iter().all(|c| plan.schema().has_column(c));
     match input {
         LogicalPlan::Projection(projection)
             if !readable(&LogicalPlan::Projection(projection.clone())) =>
@@ -250,34 +238,7 @@ enum Side {
 
 /// The one side of a join whose columns the subqueries of `conjunct` read, if one.
 fn side_read(conjunct: &Expr, left: &DFSchema, right: &DFSchema) -> Option<Side> {
-    let mut columns = Vec::new();
-    let _ = conjunct.apply(|e| {
-        if let Expr::ScalarSubquery(s)
-        | Expr::Exists(datafusion::logical_expr::expr::Exists { subquery: s, .. }) = e
-        {
-            columns.extend(s.outer_ref_columns.iter().cloned());
-        }
-        if let Expr::InSubquery(datafusion::logical_expr::expr::InSubquery {
-            subquery, expr, ..
-        }) = e
-        {
-            columns.extend(subquery.outer_ref_columns.iter().cloned());
-            columns.push(expr.as_ref().clone());
-        }
-        Ok(TreeNodeRecursion::Continue)
-    });
-    let names = |e: &Expr| -> Vec<Column> {
-        let mut found = Vec::new();
-        let _ = e.apply(|e| {
-            match e {
-                Expr::OuterReferenceColumn(_, c) | Expr::Column(c) => found.push(c.clone()),
-                _ => {}
-            }
-            Ok(TreeNodeRecursion::Continue)
-        });
-        found
-    };
-    let read: Vec<Column> = columns.iter().flat_map(names).collect();
+    let read = columns_read_by_subqueries(conjunct);
     if read.is_empty() {
         return None;
     }
@@ -288,4 +249,24 @@ fn side_read(conjunct: &Expr, left: &DFSchema, right: &DFSchema) -> Option<Side>
     } else {
         None
     }
+}
+
+/// The columns of the query around them that the subqueries in `expr` read: their outer
+/// references, and those of the value an `IN` or `ANY`/`ALL` compares.
+fn columns_read_by_subqueries(expr: &Expr) -> Vec<Column> {
+    let mut read = Vec::new();
+    let _ = expr.apply(|e| {
+        let (subquery, compared) = match e {
+            Expr::ScalarSubquery(subquery) | Expr::Exists(Exists { subquery, .. }) => {
+                (subquery, None)
+            }
+            Expr::InSubquery(InSubquery { subquery, expr, .. })
+            | Expr::SetComparison(SetComparison { subquery, expr, .. }) => (subquery, Some(expr)),
+            _ => return Ok(TreeNodeRecursion::Continue),
+        };
+        read.extend(outer_columns(&subquery.outer_ref_columns));
+        read.extend(compared.into_iter().flat_map(|e| e.column_refs()).cloned());
+        Ok(TreeNodeRecursion::Continue)
+    });
+    read
 }
