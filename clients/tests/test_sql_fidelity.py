@@ -2,6 +2,7 @@
 client can act on, and DDL does what it says or refuses."""
 
 import threading
+from decimal import Decimal
 
 import adbc_driver_manager
 import duckdb
@@ -324,20 +325,24 @@ def test_case_and_union_answer_their_common_type(cur, catalog, schema):
     `Query::new`)."""
     cur.execute(f"CREATE TABLE {schema}.whole (k BIGINT)")
     cur.execute(f"INSERT INTO {schema}.whole VALUES (0), (3)")
+    # 2.5 is a DECIMAL(2, 1); with a BIGINT, a DECIMAL(21, 1).
     case = query(cur, f"SELECT k, CASE WHEN k < 2 THEN 1 ELSE 2.5 END AS c FROM {schema}.whole ORDER BY k")
-    assert case.schema.field("c").type == pa.float64()
-    assert case["c"].to_pylist() == [1.0, 2.5]
+    assert case.schema.field("c").type == pa.decimal128(21, 1)
+    assert case["c"].to_pylist() == [Decimal("1.0"), Decimal("2.5")]
     union = query(cur, f"SELECT k FROM {schema}.whole UNION ALL SELECT 1.5 ORDER BY k")
-    assert union.schema.field("k").type == pa.float64()
-    assert union["k"].to_pylist() == [0.0, 1.5, 3.0]
+    assert union.schema.field("k").type == pa.decimal128(21, 1)
+    assert union["k"].to_pylist() == [Decimal("0.0"), Decimal("1.5"), Decimal("3.0")]
+    doubles = query(cur, f"SELECT k FROM {schema}.whole UNION ALL SELECT 1.5e0 ORDER BY k")
+    assert doubles.schema.field("k").type == pa.float64()
+    assert doubles["k"].to_pylist() == [0.0, 1.5, 3.0]
     cur.execute(f"CREATE TABLE {schema}.fractions AS SELECT k, CASE WHEN k < 2 THEN 1 ELSE 2.5 END AS c "
                 f"FROM {schema}.whole")
     by_pyiceberg = catalog.load_table((schema, "fractions")).scan().to_arrow()
-    assert by_pyiceberg.schema.field("c").type == pa.float64()
-    assert sorted(by_pyiceberg["c"].to_pylist()) == [1.0, 2.5]
+    assert by_pyiceberg.schema.field("c").type == pa.decimal128(21, 1)
+    assert sorted(by_pyiceberg["c"].to_pylist()) == [Decimal("1.0"), Decimal("2.5")]
     # The schema a client asks for before running it is the same.
     announced = cur.adbc_execute_schema(f"SELECT CASE WHEN k < 2 THEN 1 ELSE 2.5 END AS c FROM {schema}.whole")
-    assert announced.field("c").type == pa.float64()
+    assert announced.field("c").type == pa.decimal128(21, 1)
 
 
 def test_is_distinct_from_binds_as_postgresql_binds_it(cur, schema):
@@ -513,3 +518,58 @@ def test_using_joins_merge_their_columns_as_duckdb_does(cur, schema):
     assert rows(merged) == [(2, None, 20), (None, 4, 30)]
     fails(cur, f'SELECT qa.k FROM {schema}.qa JOIN {schema}.qb USING ("K") WHERE k = 1',
           "INVALID_ARGUMENT", "Ambiguous reference")
+
+
+def test_numbers_are_typed_and_rounded_as_postgresql_and_duckdb_do(cur, catalog, schema):
+    """`0.1` is an exact DECIMAL (`0.1 + 0.2` is 0.3, not 0.30000000000000004), a number
+    with an exponent a DOUBLE, a division with a decimal operand a DOUBLE (as in DuckDB:
+    DataFusion kept 4 more digits than the dividend, `1 / 3.0` was 0.3333), and a cast to
+    an integer rounds, as PostgreSQL and DuckDB cast (a decimal's halves away from zero, a
+    float's to even; Arrow's cast truncated: `CAST(2.7 AS INT)` was 2). Select items with
+    such literals are named as written (src/sql/numbers.rs,
+    src/cluster/number_semantics.rs)."""
+    literals = query(cur, "SELECT 0.1 + 0.2, 1.5 * 2.25 AS p, 1e3 AS e, 1 / 3.0 AS q, 5.5 % 2 AS m")
+    assert literals.column_names == ["0.1 + 0.2", "p", "e", "q", "m"]
+    assert [f.type for f in literals.schema] == [
+        pa.decimal128(2, 1), pa.decimal128(6, 3), pa.float64(), pa.float64(), pa.decimal128(2, 1)]
+    assert literals.to_pylist() == [{"0.1 + 0.2": Decimal("0.3"), "p": Decimal("3.375"), "e": 1000.0,
+                                     "q": 1 / 3, "m": Decimal("1.5")}]
+    casts = query(cur, "SELECT CAST(2.5 AS INT) AS a, CAST(-2.5 AS INT) AS b, CAST(2.7 AS BIGINT) AS c, "
+                       "CAST(CAST(2.5 AS DOUBLE) AS INT) AS d, CAST(CAST(3.5 AS DOUBLE) AS INT) AS e, "
+                       "CAST(CAST(-2.7 AS DOUBLE) AS SMALLINT) AS f, TRY_CAST(7 / 2.0 AS INT) AS g")
+    assert casts.to_pylist() == [{"a": 3, "b": -3, "c": 3, "d": 2, "e": 4, "f": -3, "g": 4}]
+
+    cur.execute(f"CREATE TABLE {schema}.prices (k INT, price DECIMAL(10, 2), x DOUBLE, n INT)")
+    cur.execute(f"INSERT INTO {schema}.prices VALUES (1, 2.55, 2.5, 1), (2, -2.45, -3.5, 2), (3, 19.99, 0.1, 7.5)")
+    rows = query(cur, f"SELECT k, price * 1.1, CAST(price AS INT) AS whole, CAST(x AS INT) AS xi, n, "
+                      f"price / n AS each FROM {schema}.prices ORDER BY k")
+    assert rows.column_names == ["k", "price * 1.1", "whole", "xi", "n", "each"]
+    assert rows["price * 1.1"].to_pylist() == [Decimal("2.805"), Decimal("-2.695"), Decimal("21.989")]
+    assert rows["whole"].to_pylist() == [3, -2, 20]
+    assert rows["xi"].to_pylist() == [2, -4, 0]
+    assert rows["n"].to_pylist() == [1, 2, 8]  # 7.5 inserted into an INT column
+    assert rows["each"].to_pylist() == pytest.approx([2.55, -1.225, 19.99 / 8])
+    assert query(cur, f"SELECT sum(price * 1.1) AS s FROM {schema}.prices")["s"].to_pylist() == [Decimal("22.099")]
+    assert query(cur, f"SELECT k FROM {schema}.prices WHERE price = 19.99")["k"].to_pylist() == [3]
+    # DataFusion took `CAST(price AS INT) = 2` for `price = 2.00` (its cast unwrapping),
+    # which kept neither 2.45 nor 2.55: a filter on a cast is the cast's value.
+    count = f"SELECT count(*) AS n FROM {schema}.prices WHERE "
+    assert query(cur, count + "CAST(price AS INT) = 3")["n"].to_pylist() == [1]
+    assert query(cur, count + "CAST(price AS INT) > 2")["n"].to_pylist() == [2]
+    assert query(cur, count + "CAST(x AS INT) = 2")["n"].to_pylist() == [1]
+    # A decimal meets a float as a DOUBLE: DataFusion cast the float to DECIMAL(30, 15),
+    # which a NaN or a value past 10^15 failed.
+    cur.execute(f"INSERT INTO {schema}.prices VALUES (4, 0, CAST('NaN' AS DOUBLE), 0), (5, 0, 1e20, 0)")
+    assert query(cur, f"SELECT k FROM {schema}.prices WHERE x > 100.1 ORDER BY k")["k"].to_pylist() == [4, 5]
+    assert query(cur, f"SELECT k FROM {schema}.prices WHERE x BETWEEN -3.5 AND 2.5 OR x IN (0.1) "
+                      f"ORDER BY k")["k"].to_pylist() == [1, 2, 3]
+    assert query(cur, f"SELECT k FROM {schema}.prices WHERE x > price ORDER BY k")["k"].to_pylist() == [4, 5]
+    cur.execute(f"DELETE FROM {schema}.prices WHERE k > 3")
+    cur.execute(f"UPDATE {schema}.prices SET n = n * 1.5 WHERE k = 2")
+    assert query(cur, f"SELECT n FROM {schema}.prices WHERE k = 2")["n"].to_pylist() == [3]
+    # What a CREATE TABLE AS of a decimal literal makes, pyiceberg reads as a decimal.
+    cur.execute(f"CREATE TABLE {schema}.rates AS SELECT k, 0.25 AS rate FROM {schema}.prices")
+    written = catalog.load_table((schema, "rates")).scan().to_arrow()
+    assert written.schema.field("rate").type == pa.decimal128(2, 2)
+    assert written["rate"].to_pylist() == [Decimal("0.25")] * 3
+

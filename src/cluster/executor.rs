@@ -105,6 +105,7 @@ fn function_registry() -> BallistaFunctionRegistry {
     let floe_functions = [
         super::interval_times::interval_times(),
         super::cast_label::cast_label(),
+        super::number_semantics::round_half_even(),
         super::replace::replace(),
     ];
     for udf in floe_functions

@@ -14,6 +14,7 @@
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result, ScalarValue};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{
     BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, and, lit, or,
 };
@@ -37,7 +38,13 @@ impl OptimizerRule for FloatZeroComparisons {
                 return Ok(Transformed::no(node));
             }
             let schema = input_schema(&node);
-            node.map_expressions(|expr| expr.transform_up(|e| Ok(as_sql_compares(e, &schema))))
+            // A select item `x > y` keeps its name (`x + 0.0 > y + 0.0` would rename it).
+            let names = NamePreserver::new(&node);
+            node.map_expressions(|expr| {
+                let name = names.save(&expr);
+                let compared = expr.transform_up(|e| Ok(as_sql_compares(e, &schema)))?;
+                Ok(compared.update_data(|e| name.restore(e)))
+            })
         })
     }
 }

@@ -31,6 +31,7 @@ mod median;
 mod node_rule;
 mod not_in_filters;
 mod ntile;
+mod number_semantics;
 mod projection_filters;
 mod replace;
 mod result_files;
@@ -58,7 +59,7 @@ use datafusion::catalog::MemoryCatalogProviderList;
 use datafusion::common::tree_node::Transformed;
 use datafusion::execution::{FunctionRegistry, SessionState, SessionStateBuilder};
 use datafusion::logical_expr::{Expr, LogicalPlan, Window};
-use datafusion::optimizer::{Optimizer, OptimizerConfig, OptimizerRule};
+use datafusion::optimizer::{Analyzer, AnalyzerRule, Optimizer, OptimizerConfig, OptimizerRule};
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
@@ -123,6 +124,8 @@ pub fn session_config(catalog_name: &str, target_partitions: usize) -> SessionCo
         .with_target_partitions(target_partitions);
     // Plain Utf8 for string literals: clients and Iceberg columns use it.
     config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+    // `0.1` is a DECIMAL, as in PostgreSQL, DuckDB, Trino and Spark (`src/sql/numbers.rs`).
+    config.options_mut().sql_parser.parse_float_as_decimal = true;
     joins::configure(&mut config);
     // Ballista's hash-partitioned stage writer, which executors replace with
     // `shuffle_files`; its sort-based one is the default.
@@ -185,6 +188,14 @@ fn floe_window_function(expr: &Expr) -> Option<Expr> {
     }
 }
 
+fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
+    let mut rules = Analyzer::new().rules;
+    let coercion = (rules.iter().position(|r| r.name() == "type_coercion")).unwrap_or(rules.len());
+    rules.insert(coercion, Arc::new(number_semantics::DecimalsAsDoubles));
+    rules.push(Arc::new(number_semantics::RoundedIntegerCasts));
+    rules
+}
+
 fn optimizer_rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
     let rules = not_in_filters::with_not_in_kept(Optimizer::new().rules);
     let mut rules = grouping_aggregates::with_grouping_id_kept(rules);
@@ -212,6 +223,7 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
         .with_config(config)
         .with_physical_optimizer_rules(rules)
         .with_optimizer_rules(optimizer_rules())
+        .with_analyzer_rules(analyzer_rules())
         .build();
     for udwf in signed::signed_window_functions()
         .into_iter()
@@ -227,6 +239,7 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
     state.register_udaf(single_row::single_row())?;
     state.register_udf(interval_times::interval_times())?;
     state.register_udf(cast_label::cast_label())?;
+    state.register_udf(number_semantics::round_half_even())?;
     state.register_udf(replace::replace())?;
     for udf in signed::signed_scalar_functions() {
         state.register_udf(udf)?;

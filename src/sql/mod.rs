@@ -23,6 +23,7 @@ mod lateral;
 pub mod like;
 pub mod merge;
 pub mod metadata;
+mod numbers;
 mod outer_names;
 mod output_names;
 pub mod params;
@@ -891,6 +892,7 @@ fn parse_statement(sql: &str) -> Result<DfStatement> {
 /// The rewrites of a statement's text that come before its tables are resolved.
 fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     types::microsecond_timestamps(statement);
+    numbers::read_as_other_engines_do(statement);
     time_travel::rewrite(statement)?;
     recursive::named_columns(statement);
     row_level::truncate_as_delete(statement)?;
