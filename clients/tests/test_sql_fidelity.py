@@ -573,3 +573,25 @@ def test_numbers_are_typed_and_rounded_as_postgresql_and_duckdb_do(cur, catalog,
     assert written.schema.field("rate").type == pa.decimal128(2, 2)
     assert written["rate"].to_pylist() == [Decimal("0.25")] * 3
 
+
+def test_range_frames_over_a_decimal_order_answer_as_postgresql_does(cur, schema):
+    """DataFusion 53 added a `RANGE` frame's offset to a decimal order's values in a type
+    one digit wider and failed comparing them ("Uncomparable values", as INTERNAL); the
+    order is widened to the widest decimal first (src/cluster/range_frames.rs)."""
+    cur.execute(f"CREATE TABLE {schema}.amounts (k INT, price DECIMAL(10, 2), v INT)")
+    cur.execute(f"INSERT INTO {schema}.amounts VALUES (1, 1.00, 1), (2, 1.50, 2), (3, 2.75, 4), "
+                f"(4, 10.00, 8), (5, -2.45, 16), (6, NULL, 32)")
+    framed = query(cur, "SELECT k, "
+                        "sum(v) OVER (ORDER BY price RANGE BETWEEN 1.5 PRECEDING AND CURRENT ROW) AS back, "
+                        "sum(v) OVER (ORDER BY price DESC RANGE BETWEEN CURRENT ROW AND 2 FOLLOWING) AS down, "
+                        "count(*) OVER (PARTITION BY k % 2 ORDER BY price RANGE BETWEEN 10 PRECEDING "
+                        "AND 0.5 FOLLOWING) AS n "
+                        f"FROM {schema}.amounts ORDER BY k")
+    assert framed.to_pylist() == [
+        {"k": 1, "back": 1, "down": 1, "n": 2},
+        {"k": 2, "back": 3, "down": 3, "n": 1},
+        {"k": 3, "back": 6, "down": 7, "n": 3},
+        {"k": 4, "back": 8, "down": 8, "n": 2},
+        {"k": 5, "back": 16, "down": 16, "n": 1},
+        {"k": 6, "back": 32, "down": 32, "n": 1},
+    ]

@@ -15,6 +15,7 @@ mod empty_projections;
 mod engine;
 mod executor;
 mod explain;
+mod expression_rule;
 mod filter_estimates;
 mod filter_order;
 mod float_zeros;
@@ -33,6 +34,7 @@ mod not_in_filters;
 mod ntile;
 mod number_semantics;
 mod projection_filters;
+mod range_frames;
 mod replace;
 mod result_files;
 mod shuffle_files;
@@ -192,6 +194,7 @@ fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     let mut rules = Analyzer::new().rules;
     let coercion = (rules.iter().position(|r| r.name() == "type_coercion")).unwrap_or(rules.len());
     rules.insert(coercion, Arc::new(number_semantics::DecimalsAsDoubles));
+    rules.insert(coercion + 1, Arc::new(range_frames::DecimalRangeFrames));
     rules.push(Arc::new(number_semantics::RoundedIntegerCasts));
     rules
 }

@@ -23,15 +23,16 @@ use std::sync::Arc;
 use datafusion::arrow::array::{ArrayRef, Float32Array, Float64Array};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{Column, DFSchema, Result, ScalarValue, plan_err};
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{
     BinaryExpr, Cast, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, Projection,
     ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TryCast, Union, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
+
+use super::expression_rule;
 
 /// The float rounding function's name, by which plans and executors find it.
 pub const ROUND_HALF_EVEN: &str = "floe_round_half_even";
@@ -48,17 +49,8 @@ impl AnalyzerRule for DecimalsAsDoubles {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        let plan = rewrite_expressions(plan, meets_values, decimals_as_doubles)?;
-        let mut changed = false;
-        let rewritten = plan.transform_up_with_subqueries(|node| {
-            let node = union_as_doubles(node)?;
-            changed |= node.transformed;
-            match changed {
-                true => Ok(Transformed::yes(node.data.recompute_schema()?)),
-                false => Ok(node),
-            }
-        })?;
-        Ok(rewritten.data)
+        let plan = expression_rule::rewrite_expressions(plan, meets_values, decimals_as_doubles)?;
+        expression_rule::rewrite_nodes(plan, union_as_doubles)
     }
 }
 
@@ -79,51 +71,8 @@ impl AnalyzerRule for RoundedIntegerCasts {
             }
             _ => false,
         };
-        rewrite_expressions(plan, is_integer_cast, rounded_before_cast)
+        expression_rule::rewrite_expressions(plan, is_integer_cast, rounded_before_cast)
     }
-}
-
-/// `plan` with `rewrite` applied, bottom up, to every expression that holds a
-/// `candidate`, keeping their names. Once a type changed, the nodes above (which come
-/// later) take their schemas anew from their inputs.
-fn rewrite_expressions(
-    plan: LogicalPlan,
-    candidate: impl Fn(&Expr) -> bool,
-    rewrite: impl Fn(Expr, &DFSchema) -> Transformed<Expr>,
-) -> Result<LogicalPlan> {
-    let mut changed = false;
-    let rewritten = plan.transform_up_with_subqueries(|node| {
-        let mut found = false;
-        node.apply_expressions(|e| {
-            found = e.exists(|e| Ok(candidate(e)))?;
-            Ok(match found {
-                true => TreeNodeRecursion::Stop,
-                false => TreeNodeRecursion::Continue,
-            })
-        })?;
-        if !found {
-            return match changed {
-                true => Ok(Transformed::yes(node.recompute_schema()?)),
-                false => Ok(Transformed::no(node)),
-            };
-        }
-        let mut schema = DFSchema::empty();
-        for input in node.inputs() {
-            schema.merge(input.schema());
-        }
-        let names = NamePreserver::new(&node);
-        let node = node.map_expressions(|expr| {
-            let name = names.save(&expr);
-            let rewritten = expr.transform_up(|e| Ok(rewrite(e, &schema)))?;
-            Ok(rewritten.update_data(|e| name.restore(e)))
-        })?;
-        changed |= node.transformed;
-        match changed {
-            true => Ok(Transformed::yes(node.data.recompute_schema()?)),
-            false => Ok(node),
-        }
-    })?;
-    Ok(rewritten.data)
 }
 
 /// Whether `expr` brings values of several types together: DataFusion's coercion gives
