@@ -1,5 +1,6 @@
-//! The shape of Floe's analyzer rules that rewrite a plan in place: its nodes, or the
-//! expressions in them (keeping the names DataFusion gave those).
+//! The shape of Floe's logical rules (analyzer and optimizer) that rewrite a plan in
+//! place: its nodes, or the expressions in them (keeping the names DataFusion gave
+//! those).
 
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result};
@@ -13,17 +14,16 @@ use datafusion::logical_expr::expr_rewriter::NamePreserver;
 pub(super) fn rewrite_nodes(
     plan: LogicalPlan,
     mut rewrite: impl FnMut(LogicalPlan) -> Result<Transformed<LogicalPlan>>,
-) -> Result<LogicalPlan> {
+) -> Result<Transformed<LogicalPlan>> {
     let mut changed = false;
-    let rewritten = plan.transform_up_with_subqueries(|node| {
+    plan.transform_up_with_subqueries(|node| {
         let node = rewrite(node)?;
         changed |= node.transformed;
         match changed {
             true => Ok(Transformed::yes(node.data.recompute_schema()?)),
             false => Ok(node),
         }
-    })?;
-    Ok(rewritten.data)
+    })
 }
 
 /// `plan` with `rewrite` applied, bottom up, to every expression that holds a
@@ -32,7 +32,7 @@ pub(super) fn rewrite_expressions(
     plan: LogicalPlan,
     candidate: impl Fn(&Expr) -> bool,
     rewrite: impl Fn(Expr, &DFSchema) -> Transformed<Expr>,
-) -> Result<LogicalPlan> {
+) -> Result<Transformed<LogicalPlan>> {
     rewrite_nodes(plan, |node| {
         let mut found = false;
         node.apply_expressions(|e| {

@@ -12,13 +12,14 @@
 //! and `DISTINCT` still take `-0.0` and `0.0` for two values.
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, Result, ScalarValue};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{
     BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, and, lit, or,
 };
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
+
+use super::expression_rule;
 
 #[derive(Debug)]
 pub(super) struct FloatZeroComparisons;
@@ -33,37 +34,14 @@ impl OptimizerRule for FloatZeroComparisons {
         plan: LogicalPlan,
         _config: &dyn OptimizerConfig,
     ) -> Result<Transformed<LogicalPlan>> {
-        plan.transform_up_with_subqueries(|node| {
-            if !compares_as_rewritten(&node)? {
-                return Ok(Transformed::no(node));
-            }
-            let schema = input_schema(&node);
-            // A select item `x > y` keeps its name (`x + 0.0 > y + 0.0` would rename it).
-            let names = NamePreserver::new(&node);
-            node.map_expressions(|expr| {
-                let name = names.save(&expr);
-                let compared = expr.transform_up(|e| Ok(as_sql_compares(e, &schema)))?;
-                Ok(compared.update_data(|e| name.restore(e)))
-            })
-        })
+        // Names are kept: a select item `x > y` is not renamed `x + 0.0 > y + 0.0`.
+        expression_rule::rewrite_expressions(plan, may_be_rewritten, as_sql_compares)
     }
 }
 
-/// Whether an expression of `node` is a comparison that [`as_sql_compares`] may change,
-/// told before the types are asked (most are a column against a literal, which only a
-/// float zero literal makes one).
-fn compares_as_rewritten(node: &LogicalPlan) -> Result<bool> {
-    let mut found = false;
-    node.apply_expressions(|expr| {
-        found = expr.exists(|e| Ok(may_be_rewritten(e)))?;
-        Ok(match found {
-            true => TreeNodeRecursion::Stop,
-            false => TreeNodeRecursion::Continue,
-        })
-    })?;
-    Ok(found)
-}
-
+/// Whether `expr` is a comparison that [`as_sql_compares`] may change, told before the
+/// types are asked (most are a column against a literal, which only a float zero
+/// literal makes one).
 fn may_be_rewritten(expr: &Expr) -> bool {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = expr else {
         return false;
@@ -90,15 +68,6 @@ fn as_sql_compares(expr: Expr, schema: &DFSchema) -> Transformed<Expr> {
         Some(compared) if compared != expr => Transformed::yes(compared),
         _ => Transformed::no(expr),
     }
-}
-
-/// The columns the expressions of `node` may name: its inputs'.
-fn input_schema(node: &LogicalPlan) -> DFSchema {
-    let mut schema = DFSchema::empty();
-    for input in node.inputs() {
-        schema.merge(input.schema());
-    }
-    schema
 }
 
 /// `expr`, a comparison of two float expressions (neither a literal: only a zero can

@@ -50,7 +50,7 @@ impl AnalyzerRule for DecimalsAsDoubles {
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         let plan = expression_rule::rewrite_expressions(plan, meets_values, decimals_as_doubles)?;
-        expression_rule::rewrite_nodes(plan, union_as_doubles)
+        Ok(expression_rule::rewrite_nodes(plan.data, union_as_doubles)?.data)
     }
 }
 
@@ -71,7 +71,7 @@ impl AnalyzerRule for RoundedIntegerCasts {
             }
             _ => false,
         };
-        expression_rule::rewrite_expressions(plan, is_integer_cast, rounded_before_cast)
+        Ok(expression_rule::rewrite_expressions(plan, is_integer_cast, rounded_before_cast)?.data)
     }
 }
 
@@ -80,7 +80,8 @@ impl AnalyzerRule for RoundedIntegerCasts {
 /// (`x > 100.1` over a `DOUBLE` column failed "Cannot cast to Decimal128(30, 15)").
 fn meets_values(expr: &Expr) -> bool {
     match expr {
-        Expr::BinaryExpr(_) | Expr::Between(_) | Expr::InList(_) | Expr::Case(_) => true,
+        Expr::BinaryExpr(b) => !matches!(b.op, Operator::And | Operator::Or),
+        Expr::Between(_) | Expr::InList(_) | Expr::Case(_) => true,
         Expr::ScalarFunction(f) => CHOOSING_FUNCTIONS.contains(&f.name()),
         _ => false,
     }
@@ -93,7 +94,9 @@ const CHOOSING_FUNCTIONS: [&str; 6] = ["coalesce", "nullif", "greatest", "least"
 /// is among the values `expr` compares or chooses from.
 fn decimals_as_doubles(mut expr: Expr, schema: &DFSchema) -> Transformed<Expr> {
     let changed = match &mut expr {
-        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if !matches!(op, Operator::And | Operator::Or) =>
+        {
             let always = *op == Operator::Divide;
             as_doubles([left.as_mut(), right.as_mut()], always, schema)
         }
@@ -198,29 +201,24 @@ fn union_as_doubles(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
         return Ok(Transformed::no(node));
     }
     let inputs = (union.inputs.iter())
-        .map(|input| {
-            let columns =
-                input
-                    .schema()
-                    .iter()
-                    .zip(&doubled)
-                    .map(|((qualifier, field), doubled)| {
-                        let column = Expr::Column(Column::from((qualifier, field)));
-                        match *doubled && is_decimal(field.data_type()) {
-                            true => Expr::Cast(Cast::new(Box::new(column), DataType::Float64))
-                                .alias(field.name()),
-                            false => column,
-                        }
-                    });
-            Ok(Arc::new(LogicalPlan::Projection(Projection::try_new(
-                columns.collect(),
-                input.clone(),
-            )?)))
-        })
+        .map(|input| with_doubles(input, &doubled))
         .collect::<Result<Vec<_>>>()?;
     Ok(Transformed::yes(LogicalPlan::Union(
         Union::try_new_with_loose_types(inputs)?,
     )))
+}
+
+/// `input` with its decimal columns that are `doubled` cast to `DOUBLE`.
+fn with_doubles(input: &Arc<LogicalPlan>, doubled: &[bool]) -> Result<Arc<LogicalPlan>> {
+    let columns = (input.schema().iter().zip(doubled)).map(|((qualifier, field), doubled)| {
+        let column = Expr::Column(Column::from((qualifier, field)));
+        match *doubled && is_decimal(field.data_type()) {
+            true => Expr::Cast(Cast::new(Box::new(column), DataType::Float64)).alias(field.name()),
+            false => column,
+        }
+    });
+    let projection = Projection::try_new(columns.collect(), input.clone())?;
+    Ok(Arc::new(LogicalPlan::Projection(projection)))
 }
 
 fn is_decimal(data_type: &DataType) -> bool {

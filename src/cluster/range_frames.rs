@@ -31,7 +31,7 @@ impl AnalyzerRule for DecimalRangeFrames {
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
         let is_window = |e: &Expr| matches!(e, Expr::WindowFunction(_));
-        expression_rule::rewrite_expressions(plan, is_window, widened_order)
+        Ok(expression_rule::rewrite_expressions(plan, is_window, widened_order)?.data)
     }
 }
 
