@@ -1,6 +1,7 @@
 //! Floe's Rust tests: one binary (link time), one module per concern.
 //! End-to-end tests with real clients are in clients/tests (pytest).
 
+mod arithmetic;
 mod arrow_compat;
 mod codec;
 mod commit_path;

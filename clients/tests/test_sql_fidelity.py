@@ -583,6 +583,44 @@ def test_numbers_are_typed_and_rounded_as_postgresql_and_duckdb_do(cur, catalog,
     assert written["rate"].to_pylist() == [Decimal("0.25")] * 3
 
 
+def test_decimal_sums_differences_and_products_are_exact_past_64_bits(cur, schema):
+    """Decimal `+`, `-` and `*` of values that fit in 64 bits are computed without a check
+    per value (`floe_decimal_*`, src/cluster/decimal_arithmetic.rs); a batch holding a
+    larger value goes through Arrow's checked kernels. Either way each answer is the exact
+    one, of Arrow's result type, and an overflow of 128 bits fails instead of wrapping."""
+    for table in ("d", "wide"):
+        cur.execute(f"CREATE TABLE {schema}.{table} (k INT, a DECIMAL(10, 2), c DECIMAL(5, 3), "
+                    f"w DECIMAL(38, 0), q DECIMAL(18, 4))")
+        cur.execute(f"INSERT INTO {schema}.{table} VALUES (1, 1.25, 1.5, 5, 99999999999999.9999), "
+                    f"(2, -3.10, NULL, -7, -0.0001), (3, NULL, 2.125, 3, 12.5), "
+                    f"(4, 99999999.99, -99.999, 0, -99999999999999.9999)")
+    cur.execute(f"INSERT INTO {schema}.wide VALUES (5, 0.01, 0.001, 100000000000000000000, 1)")
+    exprs = {"a + c": Decimal.__add__, "a - c": Decimal.__sub__, "a * c": Decimal.__mul__,
+             "a * q": Decimal.__mul__, "q - a": Decimal.__sub__,
+             "w * a": Decimal.__mul__, "w + q": Decimal.__add__}
+    types = {"a + c": pa.decimal128(12, 3), "a - c": pa.decimal128(12, 3), "a * c": pa.decimal128(16, 5),
+             "a * q": pa.decimal128(29, 6), "q - a": pa.decimal128(19, 4),
+             "w * a": pa.decimal128(38, 2), "w + q": pa.decimal128(38, 4)}
+    select = ", ".join(f"{e} AS \"{e}\"" for e in exprs)
+    for table in ("d", "wide"):
+        rows = query(cur, f"SELECT k, a, c, w, q, {select}, 1 - a AS one_minus, "
+                          f"a * (1 - c) * (1 + c) AS chained FROM {schema}.{table} ORDER BY k")
+        assert rows.num_rows == (4 if table == "d" else 5)
+        for e, t in types.items():
+            assert rows.schema.field(e).type == t, e
+        for row in rows.to_pylist():
+            for e, op in exprs.items():
+                x, y = (row[name] for name in e.split(" ")[::2])
+                assert row[e] == (None if x is None or y is None else op(x, y)), (table, row["k"], e)
+            a, c = row["a"], row["c"]
+            assert row["one_minus"] == (None if a is None else 1 - a)
+            assert row["chained"] == (None if a is None or c is None else a * (1 - c) * (1 + c))
+    plan = "\n".join(query(cur, f"EXPLAIN SELECT a * c, a + c, a - c FROM {schema}.d")["plan"].to_pylist())
+    assert all(f"floe_decimal_{op}" in plan for op in ("multiply", "add", "subtract")), plan
+    with pytest.raises(adbc_driver_manager.Error, match="(?i)overflow"):
+        query(cur, f"SELECT w * w * w FROM {schema}.wide")
+
+
 def test_range_frames_over_a_decimal_order_answer_as_postgresql_does(cur, schema):
     """DataFusion 53 added a `RANGE` frame's offset to a decimal order's values in a type
     one digit wider and failed comparing them ("Uncomparable values", as INTERNAL); the

@@ -78,7 +78,8 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
 /// `array_position`, `median`, the `floe_frame_*` and `floe_sliding_*` aggregates over
 /// moving frames,
 /// the variants of `lag`, `lead`, `first_value`, `last_value` and `nth_value`,
-/// `floe_single_row`, `floe_interval_times`, `floe_cast_label` and `replace`.
+/// `floe_single_row`, `floe_interval_times`, `floe_cast_label`, `replace` and the
+/// `floe_decimal_*` operations.
 fn function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
     for f in all_default_nested_functions() {
@@ -111,6 +112,7 @@ fn function_registry() -> BallistaFunctionRegistry {
     for udf in floe_functions
         .into_iter()
         .chain(super::signed::signed_scalar_functions())
+        .chain(super::decimal_arithmetic::decimal_functions())
     {
         registry
             .scalar_functions

@@ -11,6 +11,7 @@ mod activity;
 mod aggregate_reduction;
 pub(crate) mod cast_label;
 mod coordinator_service;
+pub mod decimal_arithmetic;
 mod empty_projections;
 mod engine;
 mod executor;
@@ -22,7 +23,7 @@ mod float_zeros;
 mod frame_aggregates;
 mod grouping_aggregates;
 mod held_outputs;
-pub(crate) mod interval_times;
+pub mod interval_times;
 mod jobs;
 mod join_order;
 mod join_projections;
@@ -204,6 +205,7 @@ fn optimizer_rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
     let mut rules = grouping_aggregates::with_grouping_id_kept(rules);
     rules.push(Arc::new(FloeWindowFunctions));
     rules.push(Arc::new(float_zeros::FloatZeroComparisons));
+    rules.push(Arc::new(decimal_arithmetic::DecimalOperations));
     rules
 }
 
@@ -244,7 +246,10 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
     state.register_udf(cast_label::cast_label())?;
     state.register_udf(number_semantics::round_half_even())?;
     state.register_udf(replace::replace())?;
-    for udf in signed::signed_scalar_functions() {
+    for udf in signed::signed_scalar_functions()
+        .into_iter()
+        .chain(decimal_arithmetic::decimal_functions())
+    {
         state.register_udf(udf)?;
     }
     with_common_names(&mut state)?;
