@@ -1072,6 +1072,51 @@ def test_float_zeros_compare_as_postgresql_does(join_server, postgres):
             assert sorted(query(cur, sql)["k"].to_pylist()) == expected, sql
 
 
+def test_float_zeros_are_one_key_as_in_postgresql(join_server, postgres):
+    """`-0.0` and `0.0` are one grouping key, one `DISTINCT` value, one join key and one
+    window partition (and peers in a window's order), and a long `IN` list holding `0.0`
+    holds `-0.0`, as in PostgreSQL; DataFusion hashed and ordered them as two values, so
+    `GROUP BY round(x - 0.2)` answered a group `-0` beside `0` and a join on `x = y` did
+    not match them (src/cluster/float_zeros.rs)."""
+    server, _ = join_server
+    zk = "(1, 0.0), (2, CAST('-0' AS DOUBLE PRECISION)), (3, 1.5), (4, CAST(-1.5 AS DOUBLE PRECISION) * 0), (5, NULL)"
+    zo = "(0.0, 'zero'), (1.5, 'one and a half'), (NULL, 'none')"
+    long_list = ", ".join(["0.0"] + [f"{i}.5" for i in range(40)])
+    queries = [
+        "SELECT count(*) FROM (SELECT x FROM zk GROUP BY x) g",
+        "SELECT count(*) FROM zk GROUP BY round(x - 0.2)",
+        "SELECT count(DISTINCT x) FROM zk",
+        "SELECT count(DISTINCT x), count(DISTINCT k) FROM zk",
+        "SELECT count(*) FROM (SELECT DISTINCT x FROM zk) d",
+        "SELECT count(*) FROM (SELECT x FROM zk UNION SELECT y FROM zo) u",
+        "SELECT count(*) FROM (SELECT x FROM zk INTERSECT SELECT y FROM zo) i",
+        "SELECT count(*) FROM (SELECT x FROM zk EXCEPT SELECT y FROM zo) e",
+        "SELECT k FROM zk JOIN zo ON zk.x = zo.y",
+        "SELECT k FROM zk LEFT JOIN zo ON zk.x = zo.y WHERE zo.tag IS NULL",
+        "SELECT k FROM zk WHERE x IN (SELECT y FROM zo)",
+        "SELECT k FROM zk WHERE EXISTS (SELECT 1 FROM zo WHERE zo.y = zk.x)",
+        "SELECT k FROM zk WHERE x IN (0.0, 2.5)",
+        # A long list is looked up in a hash set, by the values' bits.
+        f"SELECT k FROM zk WHERE x IN ({long_list})",
+        f"SELECT k FROM zk WHERE x NOT IN ({long_list})",
+        "SELECT k, count(*) OVER (PARTITION BY x) FROM zk",
+        "SELECT k, rank() OVER (ORDER BY x) FROM zk",
+        "SELECT k, sum(k) OVER (ORDER BY x RANGE BETWEEN CURRENT ROW AND CURRENT ROW) FROM zk",
+    ]
+    with server.connect() as conn, conn.cursor() as cur:
+        postgres.psql(f"CREATE TABLE zk (k BIGINT, x DOUBLE PRECISION); INSERT INTO zk VALUES {zk}; "
+                      f"CREATE TABLE zo (y DOUBLE PRECISION, tag TEXT); INSERT INTO zo VALUES {zo}")
+        cur.execute("CREATE TABLE zk (k BIGINT, x DOUBLE)")
+        cur.execute(f"INSERT INTO zk VALUES {zk.replace('DOUBLE PRECISION', 'DOUBLE')}")
+        cur.execute("CREATE TABLE zo (y DOUBLE, tag STRING)")
+        cur.execute(f"INSERT INTO zo VALUES {zo}")
+        assert query(cur, "SELECT count(*) AS n FROM zk WHERE CAST(x AS VARCHAR) = '-0.0'")["n"].to_pylist() == [2]
+        for sql in queries:
+            got = query(cur, sql)
+            lines = sorted("|".join(str(v) for v in r) for r in zip(*(c.to_pylist() for c in got.columns)))
+            assert lines == sorted(postgres.psql(sql).splitlines()), sql
+
+
 def test_star_of_a_using_join_lists_merged_columns_first_as_postgresql_does(join_server, postgres):
     """`SELECT *` of `JOIN … USING (…)` or `NATURAL JOIN` lists the merged columns first,
     then the left side's others, then the right side's, as SQL says; DataFusion 53 kept
