@@ -624,7 +624,8 @@ def test_decimal_sums_differences_and_products_are_exact_past_64_bits(cur, schem
 def test_range_frames_over_a_decimal_order_answer_as_postgresql_does(cur, schema):
     """DataFusion 53 added a `RANGE` frame's offset to a decimal order's values in a type
     one digit wider and failed comparing them ("Uncomparable values", as INTERNAL); the
-    order is widened to the widest decimal first (src/cluster/range_frames.rs)."""
+    order is widened to the widest decimal first (src/cluster/range_frames.rs). An order an
+    offset cannot be added to, and `ntile(0)`, are the statement's errors."""
     cur.execute(f"CREATE TABLE {schema}.amounts (k INT, price DECIMAL(10, 2), v INT)")
     cur.execute(f"INSERT INTO {schema}.amounts VALUES (1, 1.00, 1), (2, 1.50, 2), (3, 2.75, 4), "
                 f"(4, 10.00, 8), (5, -2.45, 16), (6, NULL, 32)")
@@ -642,3 +643,17 @@ def test_range_frames_over_a_decimal_order_answer_as_postgresql_does(cur, schema
         {"k": 5, "back": 16, "down": 16, "n": 1},
         {"k": 6, "back": 32, "down": 32, "n": 1},
     ]
+    # An offset cannot be added to a string: refused as PostgreSQL refuses it, not left
+    # to fail as the job runs ("Invalid arithmetic operation: Utf8 - Utf8", INTERNAL).
+    cur.execute(f"CREATE TABLE {schema}.named (k INT, s STRING)")
+    cur.execute(f"INSERT INTO {schema}.named VALUES (1, 'a'), (2, 'b')")
+    fails(cur, f"SELECT sum(k) OVER (ORDER BY s RANGE BETWEEN 1 PRECEDING AND CURRENT ROW) FROM {schema}.named",
+          "INVALID_ARGUMENT", "RANGE with an offset")
+    fails(cur, f"SELECT k FROM {schema}.named WHERE k IN "
+               f"(SELECT count(*) OVER (ORDER BY s RANGE 2 PRECEDING) FROM {schema}.named)",
+          "INVALID_ARGUMENT", "RANGE with an offset")
+    unbounded = query(cur, "SELECT k, sum(k) OVER (ORDER BY s RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) "
+                           f"AS running FROM {schema}.named ORDER BY k")
+    assert unbounded["running"].to_pylist() == [1, 3]
+    # So is a bucket count below one (PostgreSQL: "argument of ntile must be greater than zero").
+    fails(cur, f"SELECT ntile(0) OVER (ORDER BY k) FROM {schema}.named", "INVALID_ARGUMENT", "NTILE")

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, FieldRef};
-use datafusion::common::{Result, ScalarValue, exec_err};
+use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::functions_window::ntile::Ntile as DataFusionNtile;
 use datafusion::logical_expr::function::{PartitionEvaluatorArgs, WindowUDFFieldArgs};
 use datafusion::logical_expr::{
@@ -54,7 +54,8 @@ impl WindowUDFImpl for Ntile {
             .map(|literal| literal.value().cast_to(&DataType::Int64));
         match n {
             Some(Ok(ScalarValue::Int64(Some(n)))) if n > 0 => Ok(Box::new(Buckets { n: n as u64 })),
-            _ => exec_err!("NTILE takes a positive integer constant"),
+            // The statement's to fix (PostgreSQL: "argument of ntile must be greater than zero").
+            _ => plan_err!("NTILE takes a positive integer constant"),
         }
     }
 

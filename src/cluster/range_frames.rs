@@ -11,8 +11,8 @@
 
 use datafusion::arrow::datatypes::{DECIMAL128_MAX_PRECISION, DataType};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::Transformed;
-use datafusion::common::{DFSchema, Result, ScalarValue};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{DFSchema, Result, ScalarValue, plan_err};
 use datafusion::logical_expr::expr::WindowFunction;
 use datafusion::logical_expr::{
     Cast, Expr, ExprSchemable, LogicalPlan, WindowFrameBound, WindowFrameUnits,
@@ -30,8 +30,60 @@ impl AnalyzerRule for DecimalRangeFrames {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        refuse_offsets_over_other_orders(&plan)?;
         let is_window = |e: &Expr| matches!(e, Expr::WindowFunction(_));
         Ok(expression_rule::rewrite_expressions(plan, is_window, widened_order)?.data)
+    }
+}
+
+/// An error where a `RANGE` frame with an offset is ordered by something an offset cannot
+/// be added to (a string): DataFusion accepted it and failed as the job ran ("Invalid
+/// arithmetic operation: Utf8 - Utf8", as `INTERNAL`); PostgreSQL refuses it.
+fn refuse_offsets_over_other_orders(plan: &LogicalPlan) -> Result<()> {
+    plan.apply_with_subqueries(|node| {
+        let LogicalPlan::Window(window) = node else {
+            return Ok(TreeNodeRecursion::Continue);
+        };
+        let schema = window.input.schema();
+        for expr in &window.window_expr {
+            expr.apply(|e| {
+                if let Expr::WindowFunction(function) = e
+                    && let Some(order) = offset_order(function)
+                {
+                    let order_type = order.get_type(schema)?;
+                    let offsets_apply = order_type.is_numeric()
+                        || order_type.is_temporal()
+                        || matches!(order_type, DataType::Interval(_) | DataType::Null);
+                    if !offsets_apply {
+                        return plan_err!(
+                            "RANGE with an offset PRECEDING or FOLLOWING needs an ORDER BY \
+                             of a number, date or time, not {order_type}"
+                        );
+                    }
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })?;
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(())
+}
+
+/// The one ordering expression of `window`, where its frame is `RANGE` with an offset.
+fn offset_order(window: &WindowFunction) -> Option<&Expr> {
+    let frame = &window.params.window_frame;
+    let has_offset = |bound: &WindowFrameBound| match bound {
+        WindowFrameBound::Preceding(v) | WindowFrameBound::Following(v) => !v.is_null(),
+        WindowFrameBound::CurrentRow => false,
+    };
+    if frame.units != WindowFrameUnits::Range
+        || !(has_offset(&frame.start_bound) || has_offset(&frame.end_bound))
+    {
+        return None;
+    }
+    match window.params.order_by.as_slice() {
+        [order] => Some(&order.expr),
+        _ => None,
     }
 }
 
@@ -53,20 +105,7 @@ fn widened_order(expr: Expr, schema: &DFSchema) -> Transformed<Expr> {
 }
 
 fn widened_type(window: &WindowFunction, schema: &DFSchema) -> Option<DataType> {
-    let frame = &window.params.window_frame;
-    let has_offset = |bound: &WindowFrameBound| match bound {
-        WindowFrameBound::Preceding(v) | WindowFrameBound::Following(v) => !v.is_null(),
-        WindowFrameBound::CurrentRow => false,
-    };
-    if frame.units != WindowFrameUnits::Range
-        || !(has_offset(&frame.start_bound) || has_offset(&frame.end_bound))
-    {
-        return None;
-    }
-    let [order] = window.params.order_by.as_slice() else {
-        return None;
-    };
-    match order.expr.get_type(schema).ok()? {
+    match offset_order(window)?.get_type(schema).ok()? {
         DataType::Decimal128(precision, scale) if precision < DECIMAL128_MAX_PRECISION => {
             Some(DataType::Decimal128(DECIMAL128_MAX_PRECISION, scale))
         }
