@@ -124,10 +124,22 @@ impl From<DataFusionError> for FloeError {
 }
 
 /// How a DataFusion error looks to the user. Errors in the user's data or SQL (a
-/// division by zero, a failed cast, an overflow) are theirs to fix.
+/// division by zero, a failed cast, an overflow, a function's argument it refuses, a
+/// regular expression that does not parse) are theirs to fix.
 fn kind_of(root: &DataFusionError) -> ErrorKind {
+    let pattern_error = find_in_chain::<regex::Error>(root).is_some()
+        || find_in_chain::<regex_syntax::Error>(root).is_some();
+    if pattern_error {
+        return ErrorKind::InvalidArgument;
+    }
     if let Some(arrow) = find_in_chain::<ArrowError>(root) {
         return match arrow {
+            // Arrow's regular expression kernels (`regexp_like` of a column of patterns).
+            ArrowError::ComputeError(message)
+                if message.starts_with("Regular expression did not compile") =>
+            {
+                ErrorKind::InvalidArgument
+            }
             ArrowError::DivideByZero
             | ArrowError::CastError(_)
             | ArrowError::ParseError(_)
@@ -147,7 +159,11 @@ fn kind_of(root: &DataFusionError) -> ErrorKind {
         };
     }
     match root {
-        DataFusionError::SQL(..)
+        // DataFusion's "malformed input" while running: a function refusing its argument
+        // (`lpad` to 10^11 characters, `date_trunc('fortnight', …)`, `make_date(2024, 13,
+        // 1)`, `chr(-1)`); a broken invariant is `Internal`.
+        DataFusionError::Execution(_)
+        | DataFusionError::SQL(..)
         | DataFusionError::Plan(_)
         | DataFusionError::SchemaError(..)
         | DataFusionError::Configuration(_) => ErrorKind::InvalidArgument,

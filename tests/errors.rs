@@ -24,6 +24,21 @@ fn user_errors_in_data_are_invalid_argument() {
     for error in cases {
         assert_eq!(FloeError::from(error).kind, ErrorKind::InvalidArgument);
     }
+    // A function refusing its argument, and a pattern that does not parse.
+    let refused = DataFusionError::Execution("Month value '13' is out of range".into());
+    assert_eq!(FloeError::from(refused).kind, ErrorKind::InvalidArgument);
+    let unclosed = String::from("(");
+    let pattern = regex::Regex::new(&unclosed).expect_err("not a pattern");
+    let syntax = (regex_syntax::Parser::new().parse(&unclosed)).expect_err("not a pattern");
+    let compiled = ArrowError::ComputeError("Regular expression did not compile: (".into());
+    let pattern_errors = [
+        DataFusionError::External(Box::new(pattern)),
+        DataFusionError::External(Box::new(syntax)),
+        DataFusionError::ArrowError(Box::new(compiled), None),
+    ];
+    for error in pattern_errors {
+        assert_eq!(FloeError::from(error).kind, ErrorKind::InvalidArgument);
+    }
     let internal = DataFusionError::Internal("a bug".into());
     assert_eq!(FloeError::from(internal).kind, ErrorKind::Internal);
     let memory = DataFusionError::ResourcesExhausted("memory".into());

@@ -621,6 +621,23 @@ def test_decimal_sums_differences_and_products_are_exact_past_64_bits(cur, schem
         query(cur, f"SELECT w * w * w FROM {schema}.wide")
 
 
+def test_functions_refusing_their_arguments_are_the_statements_errors(cur, schema):
+    """A function that refuses its argument (or a value of the data) fails the statement
+    with INVALID_ARGUMENT, as PostgreSQL's data exceptions do: DataFusion raises those as
+    execution errors, which Floe reported as INTERNAL (src/error.rs)."""
+    cur.execute(f"CREATE TABLE {schema}.vals (k INT, s STRING, d DATE)")
+    cur.execute(f"INSERT INTO {schema}.vals VALUES (1, 'abc', DATE '2024-01-31')")
+    for call, says in [("lpad(s, 100000000000)", "too large"),
+                       ("date_trunc('fortnight', d)", "fortnight"),
+                       ("make_date(2024, 13, 1)", "13"),
+                       ("chr(-1)", "-1"),
+                       ("decode(s, 'hex')", "hex"),
+                       ("regexp_like(s, '(')", "regex"),
+                       ("to_date(s, '%Y')", "abc")]:
+        fails(cur, f"SELECT {call} FROM {schema}.vals", "INVALID_ARGUMENT", says)
+    fails(cur, f"SELECT generate_series(1, k + 9, 0) FROM {schema}.vals", "INVALID_ARGUMENT", "step")
+
+
 def test_range_frames_over_a_decimal_order_answer_as_postgresql_does(cur, schema):
     """DataFusion 53 added a `RANGE` frame's offset to a decimal order's values in a type
     one digit wider and failed comparing them ("Uncomparable values", as INTERNAL); the
