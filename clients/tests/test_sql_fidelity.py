@@ -638,6 +638,27 @@ def test_functions_refusing_their_arguments_are_the_statements_errors(cur, schem
     fails(cur, f"SELECT generate_series(1, k + 9, 0) FROM {schema}.vals", "INVALID_ARGUMENT", "step")
 
 
+def test_distinct_ordered_by_a_select_items_expression_answers(cur, schema):
+    """`SELECT DISTINCT k * 2 … ORDER BY k * 2` orders by the select item the expression
+    repeats, as PostgreSQL and DuckDB do; DataFusion 53 refused it ("ORDER BY expressions
+    t.k must appear in select list", src/sql/distinct_order.rs)."""
+    cur.execute(f"CREATE TABLE {schema}.dd (k INT, s STRING)")
+    cur.execute(f"INSERT INTO {schema}.dd VALUES (1, 'b'), (-2, 'a'), (2, 'a'), (3, 'c'), (1, 'b')")
+    cases = [
+        (f"SELECT DISTINCT k * 2 FROM {schema}.dd ORDER BY k * 2 DESC", [[6, 4, 2, -4]]),
+        (f"SELECT DISTINCT abs(k) AS a, s FROM {schema}.dd ORDER BY abs(k), s", [[1, 2, 3], ["b", "a", "c"]]),
+        (f"SELECT DISTINCT k * 1.5 AS x FROM {schema}.dd ORDER BY k * 1.5",
+         [[Decimal("-3.0"), Decimal("1.5"), Decimal("3.0"), Decimal("4.5")]]),
+        (f"SELECT * FROM (SELECT DISTINCT upper(s) AS u FROM {schema}.dd ORDER BY upper(s) LIMIT 2) x",
+         [["A", "B"]]),
+    ]
+    for sql, columns in cases:
+        got = query(cur, sql)
+        assert [c.to_pylist() for c in got.columns] == columns, sql
+    # An expression of select items only was taken before too (PostgreSQL refuses it).
+    assert query(cur, f"SELECT DISTINCT k FROM {schema}.dd ORDER BY k * -1")["k"].to_pylist() == [3, 2, 1, -2]
+
+
 def test_range_frames_over_a_decimal_order_answer_as_postgresql_does(cur, schema):
     """DataFusion 53 added a `RANGE` frame's offset to a decimal order's values in a type
     one digit wider and failed comparing them ("Uncomparable values", as INTERNAL); the

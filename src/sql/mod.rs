@@ -11,6 +11,7 @@ mod date_parts;
 pub mod ddl;
 pub mod dialect;
 mod distant_references;
+mod distinct_order;
 mod expr_rewrite;
 mod fetch;
 mod formats;
@@ -893,6 +894,7 @@ fn parse_statement(sql: &str) -> Result<DfStatement> {
 fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     types::microsecond_timestamps(statement);
     numbers::read_as_other_engines_do(statement);
+    distinct_order::orders_by_select_items(statement);
     time_travel::rewrite(statement)?;
     recursive::named_columns(statement);
     row_level::truncate_as_delete(statement)?;
