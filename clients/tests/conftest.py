@@ -4,7 +4,6 @@ FLOE_BIN names the floe binary (tests/run.sh builds it and sets it).
 """
 
 import os
-import random
 import re
 import signal
 import socket
@@ -19,6 +18,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from floe_flight import FloeFlightClient  # noqa: E402
+from services import random_listen_port  # noqa: E402
 
 FLOE_BIN = os.environ.get("FLOE_BIN", "floe")
 
@@ -39,7 +39,7 @@ def free_port(pair: bool = False) -> int:
     """A free loopback port (and the next one too, if `pair`), never one given before: a
     port is only taken when its process starts, so two picks could return the same one."""
     for _ in range(200):
-        port = random.randint(20000, 60000)
+        port = random_listen_port(also_plus=1)
         ports = {port, port + 1} if pair else {port}
         if not ports & _GIVEN_PORTS and all(_port_free(p) for p in ports):
             _GIVEN_PORTS.update(ports)

@@ -32,6 +32,25 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 
+def _ephemeral_ports() -> tuple[int, int]:
+    """The ports the kernel hands out to outgoing connections (Linux's default if unknown)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def random_listen_port(also_plus: int = 0) -> int:
+    """A random port to listen on (and port + also_plus), below the ports the kernel hands
+    out to outgoing connections: one of those may be taken by a connection between being
+    found free and being bound (SeaweedFS's REST catalog failed "address already in use")."""
+    highest = _ephemeral_ports()[0] - 1 - also_plus
+    if highest < 12000:
+        return random.randint(20000, 65535 - also_plus)
+    return random.randint(10000, highest)
+
+
 def free_ports(count: int, also_plus: int = 0) -> list[int]:
     """`count` distinct free loopback ports; with `also_plus`, port + also_plus is free too.
 
@@ -40,7 +59,7 @@ def free_ports(count: int, also_plus: int = 0) -> list[int]:
     held, ports = [], []
     try:
         for _ in range(1000):
-            port = random.randint(20000, 65535 - also_plus)
+            port = random_listen_port(also_plus)
             socks = []
             try:
                 for p in {port, port + also_plus}:

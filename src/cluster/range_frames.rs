@@ -47,10 +47,11 @@ fn refuse_offsets_over_other_orders(plan: &LogicalPlan) -> Result<()> {
         let schema = window.input.schema();
         for expr in &window.window_expr {
             expr.apply(|e| {
+                // An order whose type is not known yet is left to DataFusion.
                 if let Expr::WindowFunction(function) = e
                     && let Some(order) = offset_order(function)
+                    && let Ok(order_type) = order.get_type(schema)
                 {
-                    let order_type = order.get_type(schema)?;
                     let offsets_apply = order_type.is_numeric()
                         || order_type.is_temporal()
                         || matches!(order_type, DataType::Interval(_) | DataType::Null);
