@@ -615,6 +615,13 @@ def test_decimal_sums_differences_and_products_are_exact_past_64_bits(cur, schem
             a, c = row["a"], row["c"]
             assert row["one_minus"] == (None if a is None else 1 - a)
             assert row["chained"] == (None if a is None or c is None else a * (1 - c) * (1 + c))
+    # A NULL decimal on one side, and no row at all, keep Arrow's result types.
+    nothing = query(cur, f"SELECT a * CAST(NULL AS DECIMAL(5, 2)) AS n, a - c AS e FROM {schema}.d "
+                         f"WHERE k > 100 OR k = 1 ORDER BY k")
+    assert nothing.to_pylist() == [{"n": None, "e": Decimal("-0.250")}]
+    assert nothing.schema.field("n").type == pa.decimal128(16, 4)
+    empty = query(cur, f"SELECT a * c AS p FROM {schema}.d WHERE k > 100")
+    assert empty.num_rows == 0 and empty.schema.field("p").type == pa.decimal128(16, 5)
     plan = "\n".join(query(cur, f"EXPLAIN SELECT a * c, a + c, a - c FROM {schema}.d")["plan"].to_pylist())
     assert all(f"floe_decimal_{op}" in plan for op in ("multiply", "add", "subtract")), plan
     with pytest.raises(adbc_driver_manager.Error, match="(?i)overflow"):
@@ -651,6 +658,9 @@ def test_distinct_ordered_by_a_select_items_expression_answers(cur, schema):
          [[Decimal("-3.0"), Decimal("1.5"), Decimal("3.0"), Decimal("4.5")]]),
         (f"SELECT * FROM (SELECT DISTINCT upper(s) AS u FROM {schema}.dd ORDER BY upper(s) LIMIT 2) x",
          [["A", "B"]]),
+        # Written with other spacing and quoting, a string literal with a quote in it.
+        (f'SELECT DISTINCT "k"*2, s || \'it\'\'s\' FROM {schema}.dd ORDER BY k * 2, s||\'it\'\'s\'',
+         [[-4, 2, 4, 6], ["ait's", "bit's", "ait's", "cit's"]]),
     ]
     for sql, columns in cases:
         got = query(cur, sql)

@@ -8,9 +8,10 @@
 //! two 64-bit values, or a sum of two such values each rescaled by at most 10^18, is exact.
 //! So an optimizer rule (after DataFusion's, whose simplifier knows `+`, `-` and `*` but
 //! not these functions) replaces such operations on two `DECIMAL`s by
-//! `floe_decimal_add`, `floe_decimal_subtract` and `floe_decimal_multiply`, of the same
-//! result type, which compute a batch without checks when its values fit and hand it to
-//! Arrow's kernels otherwise (so an overflow fails as before).
+//! `floe_decimal_add`, `floe_decimal_subtract` and `floe_decimal_multiply`, of the type
+//! DataFusion's coercion gives the operation, which compute a batch without checks when
+//! its values fit and hand it to Arrow's kernels otherwise (so an overflow fails as
+//! before).
 
 use std::any::Any;
 use std::sync::Arc;
@@ -18,9 +19,10 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Datum, Decimal128Array, Scalar};
 use datafusion::arrow::buffer::{NullBuffer, ScalarBuffer};
 use datafusion::arrow::compute::kernels::numeric;
-use datafusion::arrow::datatypes::{DECIMAL128_MAX_PRECISION, DECIMAL128_MAX_SCALE, DataType};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, Result, ScalarValue, exec_err, plan_err};
+use datafusion::logical_expr::type_coercion::binary::BinaryTypeCoercer;
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
     ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -57,23 +59,35 @@ impl Operation {
         }
     }
 
-    /// The result's precision and scale, as Arrow's kernels compute them; `None` where a
-    /// scale is negative or the result's would pass the maximum (Arrow fails those).
-    fn result_type(self, (p1, s1): (u8, i8), (p2, s2): (u8, i8)) -> Option<(u8, i8)> {
-        if s1 < 0 || s2 < 0 {
-            return None;
+    fn operator(self) -> Operator {
+        match self {
+            Self::Add => Operator::Plus,
+            Self::Subtract => Operator::Minus,
+            Self::Multiply => Operator::Multiply,
         }
-        let (precision, scale) = match self {
-            Self::Add | Self::Subtract => {
-                let scale = s1.max(s2);
-                let integer_digits =
-                    (i16::from(p1) - i16::from(s1)).max(i16::from(p2) - i16::from(s2));
-                (i16::from(scale) + integer_digits + 1, scale)
-            }
-            Self::Multiply => (i16::from(p1) + i16::from(p2) + 1, s1.checked_add(s2)?),
+    }
+
+    /// The type DataFusion gives the operation on decimals of types `left` and `right`,
+    /// where both scales are non-negative and the result's scale is the one the unchecked
+    /// path computes in (the larger scale for a sum, their sum for a product, as Arrow).
+    fn result_type(self, left: &DataType, right: &DataType) -> Option<DataType> {
+        let (DataType::Decimal128(_, s1), DataType::Decimal128(_, s2)) = (left, right) else {
+            return None;
         };
-        let precision = u8::try_from(precision.min(i16::from(DECIMAL128_MAX_PRECISION))).ok()?;
-        (scale <= DECIMAL128_MAX_SCALE).then_some((precision, scale))
+        let scale = match self {
+            Self::Add | Self::Subtract => *s1.max(s2),
+            Self::Multiply => s1.checked_add(*s2)?,
+        };
+        let operator = self.operator();
+        match BinaryTypeCoercer::new(left, &operator, right)
+            .get_result_type()
+            .ok()?
+        {
+            result @ DataType::Decimal128(_, s) if *s1 >= 0 && *s2 >= 0 && s == scale => {
+                Some(result)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -106,8 +120,7 @@ fn is_candidate(expr: &Expr) -> bool {
     matches!(expr, Expr::BinaryExpr(BinaryExpr { op, .. }) if Operation::of(*op).is_some())
 }
 
-/// `expr`, an operation on two decimals, as a call of its function, where that gives the
-/// type DataFusion gives the operation.
+/// `expr`, an operation on two decimals, as a call of its function (of the same type).
 fn as_decimal_call(expr: Expr, schema: &DFSchema) -> Transformed<Expr> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &expr else {
         return Transformed::no(expr);
@@ -115,20 +128,10 @@ fn as_decimal_call(expr: Expr, schema: &DFSchema) -> Transformed<Expr> {
     let Some(operation) = Operation::of(*op) else {
         return Transformed::no(expr);
     };
-    let types = (
-        left.get_type(schema),
-        right.get_type(schema),
-        expr.get_type(schema),
-    );
-    let (
-        Ok(DataType::Decimal128(p1, s1)),
-        Ok(DataType::Decimal128(p2, s2)),
-        Ok(DataType::Decimal128(p, s)),
-    ) = types
-    else {
+    let (Ok(left_type), Ok(right_type)) = (left.get_type(schema), right.get_type(schema)) else {
         return Transformed::no(expr);
     };
-    if operation.result_type((p1, s1), (p2, s2)) != Some((p, s)) {
+    if operation.result_type(&left_type, &right_type).is_none() {
         return Transformed::no(expr);
     }
     let function = ScalarUDF::new_from_impl(DecimalArithmetic::new(operation));
@@ -164,10 +167,10 @@ impl ScalarUDFImpl for DecimalArithmetic {
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        if let [DataType::Decimal128(p1, s1), DataType::Decimal128(p2, s2)] = arg_types
-            && let Some((p, s)) = self.operation.result_type((*p1, *s1), (*p2, *s2))
+        if let [left, right] = arg_types
+            && let Some(result) = self.operation.result_type(left, right)
         {
-            return Ok(DataType::Decimal128(p, s));
+            return Ok(result);
         }
         plan_err!("{} takes two decimals of non-negative scales", self.name())
     }

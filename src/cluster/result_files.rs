@@ -39,6 +39,8 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::SendTimeoutError;
 
+use crate::error::FloeError;
+
 use super::held_outputs::{HeldFirstReaderExec, OutputKey, held_outputs};
 use super::shuffle_files::{StageOutput, sliced_bytes};
 
@@ -153,7 +155,7 @@ impl QueryStageExecutor for ResultStageExec {
         drop(tx);
         let written = writer
             .await
-            .map_err(|e| DataFusionError::Execution(format!("result writer: {e}")))?;
+            .map_err(|e| FloeError::internal(format!("result writer: {e}")))?;
         if let Some(e) = failed {
             return Err(as_task_error(e));
         }
@@ -322,10 +324,7 @@ impl ResultFile {
                 }
             }
         }
-        Err(DataFusionError::Execution(format!(
-            "the task writing {} stopped",
-            self.path.display()
-        )))
+        Err(FloeError::internal(format!("the task writing {} stopped", self.path.display())).into())
     }
 
     fn flush(&mut self, end: End) -> DfResult<u64> {

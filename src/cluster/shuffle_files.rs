@@ -32,7 +32,7 @@ use datafusion::arrow::compute::BatchCoalescer;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::ipc::CompressionType;
 use datafusion::arrow::ipc::writer::{IpcWriteOptions, StreamWriter};
-use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::error::Result as DfResult;
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
@@ -41,6 +41,8 @@ use datafusion::physical_plan::repartition::BatchPartitioner;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use futures::StreamExt;
 use tokio::sync::mpsc;
+
+use crate::error::FloeError;
 
 use super::held_outputs::{OutputKey, held_outputs, write_file};
 use super::result_files::{as_task_error, stage_metrics, with_local_reads};
@@ -199,7 +201,7 @@ impl QueryStageExecutor for PartitionedStageExec {
         drop(tx);
         let written = writer
             .await
-            .map_err(|e| DataFusionError::Execution(format!("shuffle writer: {e}")))?;
+            .map_err(|e| FloeError::internal(format!("shuffle writer: {e}")))?;
         match failed {
             Some(e) => Err(as_task_error(e)),
             None => written,

@@ -8,9 +8,11 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::{
-    Distinct, Expr, OrderBy, OrderByKind, Query, SelectItem, SetExpr, Value, VisitMut, VisitorMut,
+    Distinct, Expr, Ident, OrderBy, OrderByKind, Query, SelectItem, SetExpr, Value, VisitMut,
+    VisitorMut, visit_expressions_mut,
 };
 
+use super::ddl::normalize;
 use super::parse::sql_statement_mut;
 
 /// `statement` with each ORDER BY expression of a `SELECT DISTINCT` that repeats one of
@@ -48,9 +50,10 @@ impl VisitorMut for DistinctOrders {
             ) {
                 continue;
             }
+            let order_expr = with_names_normalized(&order.expr);
             let repeated = select.projection.iter().position(|item| match item {
                 SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => {
-                    *expr == order.expr
+                    with_names_normalized(expr) == order_expr
                 }
                 _ => false,
             });
@@ -60,4 +63,22 @@ impl VisitorMut for DistinctOrders {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// `expr` with each column name as SQL resolves it (`"k"` and `K` are `k`), so that two
+/// spellings of one expression compare equal.
+fn with_names_normalized(expr: &Expr) -> Expr {
+    let mut expr = expr.clone();
+    let _ = visit_expressions_mut(&mut expr, |e| {
+        let names = match e {
+            Expr::Identifier(name) => std::slice::from_mut(name),
+            Expr::CompoundIdentifier(names) => names.as_mut_slice(),
+            _ => &mut [],
+        };
+        for name in names {
+            *name = Ident::new(normalize(name));
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    expr
 }
