@@ -1,6 +1,7 @@
 //! Filter pushdown is sound: a translated predicate is never stronger than the filter.
 
 use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{cast, col, lit, not};
 use floe::table::filter::{Columns, filters_to_predicate, to_predicate};
 use std::sync::Arc;
@@ -110,6 +111,34 @@ fn excluded_columns_are_never_referenced() {
     assert!(to_predicate(&both, &columns).is_none());
     let p = filters_to_predicate(&[col("id").gt(lit(5i64)), col("name").is_null()], &columns);
     assert_eq!(p.expect("some").to_string(), "id > 5");
+}
+
+#[test]
+fn decimals_compared_with_literals_of_their_scale_prune_but_never_reach_the_reader() {
+    let schema = Schema::builder()
+        .with_fields(vec![Arc::new(NestedField::optional(
+            1,
+            "p",
+            Type::decimal(12, 2).expect("valid type"),
+        ))])
+        .build()
+        .expect("valid schema");
+    let decimal =
+        |v: i128, precision: u8, scale: i8| lit(ScalarValue::Decimal128(Some(v), precision, scale));
+    let planning = Columns::new(&schema, []);
+    let p = to_predicate(&col("p").lt_eq(decimal(-150, 12, 2)), &planning).expect("translated");
+    assert_eq!(p.to_string(), "p <= -1.50");
+    // A literal of another precision takes the column's where its value fits.
+    let p = to_predicate(&col("p").eq(decimal(100, 3, 2)), &planning).expect("translated");
+    assert_eq!(p.to_string(), "p = 1.00");
+    let max = 10i128.pow(38) - 1;
+    assert!(to_predicate(&col("p").eq(decimal(max, 38, 2)), &planning).is_none());
+    assert!(to_predicate(&col("p").eq(decimal(150, 12, 3)), &planning).is_none());
+    let reader = Columns::new(&schema, []).without_decimal_comparisons();
+    assert!(to_predicate(&col("p").lt_eq(decimal(150, 12, 2)), &reader).is_none());
+    assert!(to_predicate(&col("p").is_null(), &reader).is_some());
+    let truncated = Columns::new(&schema, []).not_comparing([1]);
+    assert!(to_predicate(&col("p").eq(decimal(150, 12, 2)), &truncated).is_none());
 }
 
 #[test]

@@ -6,9 +6,9 @@ translate into Iceberg) and, as the reference, as a computed column of one unfil
 scan (nothing is pushed; DataFusion alone evaluates it). The table has many files
 written across schema changes: int→long and float→double promotion, a rename, a
 column dropped and re-added under the same name, an identity partition, NULLs and NaN,
-and a decimal column (compared with decimal literals; not pushed down: given `p <= 1.50`,
-Iceberg 0.10.1's row filter kept no row of the files Floe writes, while it read those
-pyiceberg wrote right).
+and a decimal column (compared with decimal literals; those prune files but never reach
+the reader: given `p <= 1.50`, Iceberg 0.10.1's row filter kept no row of the files Floe
+writes, while it read those pyiceberg wrote right).
 """
 
 import datetime

@@ -216,3 +216,65 @@ def test_a_filter_evaluates_its_cheap_selective_conditions_first(cur, schema):
     # NULLs where DataFusion can only evaluate the cast on every row.
     weighed = sql + " AND weight > 0"
     assert sorted(r["id"] for r in query(cur, weighed).to_pylist()) == [i for i in expected if i % 3]
+
+
+def test_decimal_filters_prune_files_by_their_bounds(cur, catalog, schema):
+    """A decimal column compared with a literal prunes files by their bounds, for each
+    way Parquet stores decimals (as INT32, INT64, fixed-length bytes) and files written by
+    Floe and by pyiceberg, and prunes the bucket partitions of a decimal; the answers are
+    those of the same filters nothing can push (`p + 0`), also on a table partitioned by
+    a truncated decimal."""
+    import re
+    from decimal import Decimal
+
+    columns = "k INT, a DECIMAL(5, 2), b DECIMAL(12, 2), c DECIMAL(30, 4)"
+    cur.execute(f"CREATE TABLE {schema}.dec_floe ({columns})")
+    cur.execute(f"CREATE TABLE {schema}.dec_trunc ({columns}) PARTITIONED BY (truncate(100, a))")
+    cur.execute(f"CREATE TABLE {schema}.dec_bucket ({columns}) PARTITIONED BY (bucket(4, b))")
+    arrow = pa.schema([("k", pa.int32()), ("a", pa.decimal128(5, 2)),
+                       ("b", pa.decimal128(12, 2)), ("c", pa.decimal128(30, 4))])
+    written = catalog.create_table(f"{schema}.dec_py", schema=arrow)
+
+    def rows(file):
+        # Each file its own range, below and above zero: file 0 holds -3.00 .. -2.01.
+        values = [Decimal(file - 3) + Decimal(i) / 100 for i in range(0, 100, 9)]
+        return [{"k": file, "a": v, "b": v * 10**7, "c": v * 10**20} for v in values]
+
+    for file in range(6):
+        data = rows(file)
+        written.append(pa.Table.from_pylist(data, schema=arrow))
+        values = ", ".join(f"({r['k']}, {r['a']}, {r['b']}, {r['c']})" for r in data)
+        for table in ("dec_floe", "dec_trunc", "dec_bucket"):
+            cur.execute(f"INSERT INTO {schema}.{table} VALUES {values}")
+
+    def files(sql):
+        counts = re.findall(r"files=(\d+)", physical_plan(cur, sql))
+        return sum(int(n) for n in counts)
+
+    def keys(sql):
+        return sorted(query(cur, sql)["k"].to_pylist())
+
+    conditions = {
+        "a < -2.00": 1, "a <= -2.00": 2, "a >= 2.00": 1, "a > 1.99": 1, "a = 0.45": 1,
+        "a BETWEEN -0.50 AND 0.50": 2, "a IN (-2.91, 2.18)": 2, "a <> 0.45": 6,
+        "b > 10000000.00": 2, "b <= -20000000.00": 2, "b = 4500000.00": 1,
+        "c < -200000000000000000000.0000": 1, "c >= 200000000000000000000.0000": 1,
+        "c = 45000000000000000000.0000": 1, "a > 2.00 OR c < -290000000000000000000.0000": 2,
+    }
+    for table in ("dec_floe", "dec_py", "dec_trunc"):
+        for condition, expected in conditions.items():
+            sql = f"SELECT k FROM {schema}.{table} WHERE {condition}"
+            column = condition[0]
+            unpushed = condition.replace(f"{column} ", f"{column} + 0 ", 1)
+            reference = f"SELECT k FROM {schema}.{table} WHERE {unpushed}"
+            assert keys(sql) == keys(reference), (table, condition)
+            assert keys(sql), (table, condition)
+            # Iceberg 0.10.1 cannot prune a truncated decimal by a comparison (it failed
+            # the scan): the other columns still prune.
+            if table != "dec_trunc" or column != "a":
+                assert files(sql) == expected, (table, condition, physical_plan(cur, sql))
+    # bucket(4, b): an equality reads one bucket of the four.
+    everything = files(f"SELECT k FROM {schema}.dec_bucket")
+    lookup = f"SELECT k FROM {schema}.dec_bucket WHERE b = 4500000.00"
+    assert files(lookup) < everything
+    assert keys(lookup) == [3]

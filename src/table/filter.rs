@@ -16,13 +16,21 @@
 //! The reader evaluates a predicate on a column its file lacks as if the column were
 //! NULL, but such a column may have a value: an identity-partition value or an initial
 //! default. The predicate given to the reader leaves those columns out entirely.
+//!
+//! Decimals are compared with literals only in planning (pruning files by their bounds
+//! and partitions), never in the reader: given `p <= 1.50`, Iceberg 0.10.1's row filter
+//! kept none of the rows of files Floe writes (decimals stored as Parquet integers).
+//! Nor is a decimal that a partition spec truncates: Iceberg 0.10.1 projects the
+//! comparison into a truncated literal of another scale, then fails to bind it ("Decimal
+//! scale conversion is not supported"), failing the scan.
 
 use std::collections::HashSet;
 
+use datafusion::arrow::datatypes::{Decimal128Type, DecimalType};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use iceberg::expr::{Predicate, Reference};
-use iceberg::spec::{Datum, PrimitiveType, Schema, Type};
+use iceberg::spec::{Datum, PrimitiveType, Schema, TableMetadata, Transform, Type};
 
 /// The columns a predicate may reference: the schema filters are bound to, and the
 /// fields whose type changed in the table's history.
@@ -30,6 +38,8 @@ pub struct Columns<'a> {
     schema: &'a Schema,
     promoted: HashSet<i32>,
     excluded: HashSet<i32>,
+    uncompared: HashSet<i32>,
+    decimals: bool,
 }
 
 impl<'a> Columns<'a> {
@@ -41,12 +51,26 @@ impl<'a> Columns<'a> {
             schema,
             promoted,
             excluded: HashSet::new(),
+            uncompared: HashSet::new(),
+            decimals: true,
         }
     }
 
     /// The same columns without `ids`, which no translation will reference.
     pub fn excluding(mut self, ids: impl IntoIterator<Item = i32>) -> Self {
         self.excluded.extend(ids);
+        self
+    }
+
+    /// The same columns, none of `ids` compared with a literal.
+    pub fn not_comparing(mut self, ids: impl IntoIterator<Item = i32>) -> Self {
+        self.uncompared.extend(ids);
+        self
+    }
+
+    /// The same columns, with no decimal compared with a literal: what the reader gets.
+    pub fn without_decimal_comparisons(mut self) -> Self {
+        self.decimals = false;
         self
     }
 }
@@ -135,7 +159,29 @@ fn reference(expr: &Expr, columns: &Columns) -> Option<(Reference, PrimitiveType
 /// A column that may be compared with a literal: one whose type never changed.
 fn compared(expr: &Expr, columns: &Columns) -> Option<(Reference, PrimitiveType)> {
     let (column, ty, id) = reference(expr, columns)?;
-    (!columns.promoted.contains(&id)).then_some((column, ty))
+    let decimal = matches!(ty, PrimitiveType::Decimal { .. });
+    let comparable = !columns.promoted.contains(&id) && !columns.uncompared.contains(&id);
+    (comparable && (columns.decimals || !decimal)).then_some((column, ty))
+}
+
+/// Decimal columns that some partition spec of the table truncates (see the module's
+/// documentation).
+pub fn truncated_decimals(metadata: &TableMetadata) -> HashSet<i32> {
+    let schema = metadata.current_schema();
+    metadata
+        .partition_specs_iter()
+        .flat_map(|spec| spec.fields())
+        .filter(|field| matches!(field.transform, Transform::Truncate(_)))
+        .map(|field| field.source_id)
+        .filter(|id| {
+            schema.field_by_id(*id).is_some_and(|f| {
+                matches!(
+                    *f.field_type,
+                    Type::Primitive(PrimitiveType::Decimal { .. })
+                )
+            })
+        })
+        .collect()
 }
 
 /// The literal as an Iceberg datum of exactly the column's type.
@@ -165,6 +211,17 @@ fn datum(expr: &Expr, ty: &PrimitiveType, op: Operator) -> Option<Datum> {
             | ScalarValue::LargeUtf8(Some(v))
             | ScalarValue::Utf8View(Some(v)),
         ) => Datum::string(v),
+        (PrimitiveType::Decimal { scale, .. }, ScalarValue::Decimal128(Some(v), p, s))
+            if u32::try_from(*s).ok() == Some(*scale) =>
+        {
+            // Iceberg makes decimals from text; the literal then takes the column's
+            // precision, where its value fits.
+            let text = Decimal128Type::format_decimal(*v, *p, *s);
+            Datum::decimal_from_str(text)
+                .ok()?
+                .to(&Type::Primitive(ty.clone()))
+                .ok()?
+        }
         (PrimitiveType::Date, ScalarValue::Date32(Some(v))) => Datum::date(*v),
         (PrimitiveType::Timestamp, ScalarValue::TimestampMicrosecond(Some(v), None)) => {
             Datum::timestamp_micros(*v)
