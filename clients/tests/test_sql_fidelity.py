@@ -669,6 +669,27 @@ def test_distinct_ordered_by_a_select_items_expression_answers(cur, schema):
     assert query(cur, f"SELECT DISTINCT k FROM {schema}.dd ORDER BY k * -1")["k"].to_pylist() == [3, 2, 1, -2]
 
 
+def test_subscripts_of_array_agg_answer_as_those_of_other_arrays(cur, schema):
+    """`array_agg(k)[i]`: DataFusion 53 plans it as `nth_value(k, i)`, which failed for
+    `[0]` (INTERNAL: "Nth value indices are 1 based") and for an index that is not a
+    literal (UNIMPLEMENTED); as for any array, an index past the ends is NULL."""
+    cur.execute(f"CREATE TABLE {schema}.ag (k INT, g INT)")
+    cur.execute(f"INSERT INTO {schema}.ag VALUES (1, 1), (2, 1), (3, 2)")
+    cases = [
+        (f"SELECT array_agg(k)[0] AS x FROM {schema}.ag", [None]),
+        (f"SELECT (array_agg(k ORDER BY k))[0] AS x FROM {schema}.ag", [None]),
+        (f"SELECT array_agg(k ORDER BY k)[2 - 1] AS x FROM {schema}.ag", [1]),
+        (f"SELECT array_agg(k ORDER BY k)[g] AS x FROM {schema}.ag GROUP BY g ORDER BY g", [1, None]),
+        (f"SELECT array_agg([k, g] ORDER BY k)[g][1] AS x FROM {schema}.ag GROUP BY g ORDER BY g", [1, None]),
+        # What nth_value takes stays its (the same values).
+        (f"SELECT array_agg(k ORDER BY k)[1] AS x FROM {schema}.ag", [1]),
+        (f"SELECT array_agg(k ORDER BY k)[-1] AS x FROM {schema}.ag", [3]),
+        (f"SELECT array_agg(k ORDER BY k)[5] AS x FROM {schema}.ag", [None]),
+    ]
+    for sql, values in cases:
+        assert query(cur, sql)["x"].to_pylist() == values, sql
+
+
 def test_range_frames_over_a_decimal_order_answer_as_postgresql_does(cur, schema):
     """DataFusion 53 added a `RANGE` frame's offset to a decimal order's values in a type
     one digit wider and failed comparing them ("Uncomparable values", as INTERNAL); the

@@ -47,6 +47,7 @@ mod small;
 mod subqueries_below;
 mod subquery_names;
 mod subquery_values;
+mod subscripts;
 pub mod time_travel;
 pub mod types;
 mod using_joins;
@@ -904,6 +905,7 @@ fn rewrite_before_resolving(statement: &mut DfStatement) -> Result<()> {
     row_in::row_in_as_exists(statement)?;
     intervals::interval_products_as_calls(statement);
     calls::mod_as_remainder(statement);
+    subscripts::aggregate_subscripts_as_elements(statement);
     fetch::fetch_as_limit(statement);
     grouping_sets::empty_groupings_as_sets(statement);
     windows::named_windows_resolved(statement)?;
