@@ -73,50 +73,21 @@ fn process_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
 }
 
 /// DataFusion's functions, including the nested (array, map) ones that Ballista's
-/// default executor registry leaves out, and Floe's `row_number`, `rank`,
-/// `dense_rank`, `ntile`, `cardinality`, `array_length`, `array_ndims`,
-/// `array_position`, `median`, the `floe_frame_*` and `floe_sliding_*` aggregates over
-/// moving frames,
-/// the variants of `lag`, `lead`, `first_value`, `last_value` and `nth_value`,
-/// `floe_single_row`, `floe_interval_times`, `floe_cast_label`, `replace` and the
-/// `floe_decimal_*` operations.
+/// default executor registry leaves out, and Floe's own.
 fn function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
-    for f in all_default_nested_functions() {
+    let floe = super::floe_functions();
+    for f in all_default_nested_functions()
+        .into_iter()
+        .chain(floe.scalar)
+    {
         registry.scalar_functions.insert(f.name().to_string(), f);
     }
-    for udwf in super::signed::signed_window_functions()
-        .into_iter()
-        .chain(super::frame_aggregates::frame_aggregates())
-        .chain(super::window_variants::window_variants())
-    {
-        registry
-            .window_functions
-            .insert(udwf.name().to_string(), udwf);
+    for f in floe.aggregate {
+        registry.aggregate_functions.insert(f.name().to_string(), f);
     }
-    let floe_aggregates = [super::median::median(), super::single_row::single_row()];
-    for udaf in floe_aggregates
-        .into_iter()
-        .chain(super::frame_aggregates::sliding_aggregates())
-    {
-        registry
-            .aggregate_functions
-            .insert(udaf.name().to_string(), udaf);
-    }
-    let floe_functions = [
-        super::interval_times::interval_times(),
-        super::cast_label::cast_label(),
-        super::number_semantics::round_half_even(),
-        super::replace::replace(),
-    ];
-    for udf in floe_functions
-        .into_iter()
-        .chain(super::signed::signed_scalar_functions())
-        .chain(super::decimal_arithmetic::decimal_functions())
-    {
-        registry
-            .scalar_functions
-            .insert(udf.name().to_string(), udf);
+    for f in floe.window {
+        registry.window_functions.insert(f.name().to_string(), f);
     }
     registry
 }

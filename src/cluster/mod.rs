@@ -61,7 +61,7 @@ use ballista_scheduler::scheduler_server::SchedulerServer;
 use datafusion::catalog::MemoryCatalogProviderList;
 use datafusion::common::tree_node::Transformed;
 use datafusion::execution::{FunctionRegistry, SessionState, SessionStateBuilder};
-use datafusion::logical_expr::{Expr, LogicalPlan, Window};
+use datafusion::logical_expr::{AggregateUDF, Expr, LogicalPlan, ScalarUDF, Window, WindowUDF};
 use datafusion::optimizer::{Analyzer, AnalyzerRule, Optimizer, OptimizerConfig, OptimizerRule};
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -230,30 +230,57 @@ fn session_builder(config: SessionConfig) -> datafusion::error::Result<SessionSt
         .with_optimizer_rules(optimizer_rules())
         .with_analyzer_rules(analyzer_rules())
         .build();
-    for udwf in signed::signed_window_functions()
-        .into_iter()
-        .chain(frame_aggregates::frame_aggregates())
-        .chain(window_variants::window_variants())
-    {
+    let functions = floe_functions();
+    for udwf in functions.window {
         state.register_udwf(udwf)?;
     }
-    state.register_udaf(median::median())?;
-    for udaf in frame_aggregates::sliding_aggregates() {
+    for udaf in functions.aggregate {
         state.register_udaf(udaf)?;
     }
-    state.register_udaf(single_row::single_row())?;
-    state.register_udf(interval_times::interval_times())?;
-    state.register_udf(cast_label::cast_label())?;
-    state.register_udf(number_semantics::round_half_even())?;
-    state.register_udf(replace::replace())?;
-    for udf in signed::signed_scalar_functions()
-        .into_iter()
-        .chain(decimal_arithmetic::decimal_functions())
-    {
+    for udf in functions.scalar {
         state.register_udf(udf)?;
     }
     with_common_names(&mut state)?;
     Ok(state)
+}
+
+/// Floe's own functions, which its plans name: every session and every executor has
+/// them.
+struct FloeFunctions {
+    scalar: Vec<Arc<ScalarUDF>>,
+    aggregate: Vec<Arc<AggregateUDF>>,
+    window: Vec<Arc<WindowUDF>>,
+}
+
+/// `floe_single_row`, `floe_interval_times`, `floe_cast_label`, `replace`, the
+/// `floe_decimal_*` operations, `row_number`, `rank`, `dense_rank`, `ntile`,
+/// `cardinality`, `array_length`, `array_ndims` and `array_position` as BIGINT, `median`, the
+/// `floe_frame_*` and `floe_sliding_*` aggregates over moving frames and the variants
+/// of `lag`, `lead`, `first_value`, `last_value` and `nth_value`.
+fn floe_functions() -> FloeFunctions {
+    let scalar = [
+        interval_times::interval_times(),
+        cast_label::cast_label(),
+        number_semantics::round_half_even(),
+        replace::replace(),
+    ];
+    let aggregate = [median::median(), single_row::single_row()];
+    FloeFunctions {
+        scalar: scalar
+            .into_iter()
+            .chain(signed::signed_scalar_functions())
+            .chain(decimal_arithmetic::decimal_functions())
+            .collect(),
+        aggregate: aggregate
+            .into_iter()
+            .chain(frame_aggregates::sliding_aggregates())
+            .collect(),
+        window: signed::signed_window_functions()
+            .into_iter()
+            .chain(frame_aggregates::frame_aggregates())
+            .chain(window_variants::window_variants())
+            .collect(),
+    }
 }
 
 /// Names other engines give DataFusion's functions: `sign` (`signum`), `variance`
