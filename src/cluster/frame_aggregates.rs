@@ -72,9 +72,14 @@ pub fn sliding_aggregates() -> Vec<Arc<AggregateUDF>> {
         .collect()
 }
 
+/// The aggregates of `names` as sessions have them (DataFusion's, `avg` Floe's).
 fn datafusion_aggregates(names: &[&str]) -> impl Iterator<Item = Arc<AggregateUDF>> {
     datafusion::functions_aggregate::all_default_aggregate_functions()
         .into_iter()
+        .map(|aggregate| match aggregate.name() {
+            "avg" => super::rounded_avg::avg(),
+            _ => aggregate,
+        })
         .filter(|aggregate| names.contains(&aggregate.name()))
 }
 

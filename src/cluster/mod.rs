@@ -38,6 +38,7 @@ mod projection_filters;
 mod range_frames;
 mod replace;
 mod result_files;
+mod rounded_avg;
 mod shuffle_files;
 pub(crate) mod signed;
 pub(crate) mod single_row;
@@ -252,7 +253,7 @@ struct FloeFunctions {
     window: Vec<Arc<WindowUDF>>,
 }
 
-/// `floe_single_row`, `floe_interval_times`, `floe_cast_label`, `replace`, the
+/// `avg` (rounding decimals), `floe_single_row`, `floe_interval_times`, `floe_cast_label`, `replace`, the
 /// `floe_decimal_*` operations, `row_number`, `rank`, `dense_rank`, `ntile`,
 /// `cardinality`, `array_length`, `array_ndims` and `array_position` as BIGINT, `median`, the
 /// `floe_frame_*` and `floe_sliding_*` aggregates over moving frames and the variants
@@ -264,7 +265,11 @@ fn floe_functions() -> FloeFunctions {
         number_semantics::round_half_even(),
         replace::replace(),
     ];
-    let aggregate = [median::median(), single_row::single_row()];
+    let aggregate = [
+        rounded_avg::avg(),
+        median::median(),
+        single_row::single_row(),
+    ];
     FloeFunctions {
         scalar: scalar
             .into_iter()
