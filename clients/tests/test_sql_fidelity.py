@@ -690,6 +690,36 @@ def test_subscripts_of_array_agg_answer_as_those_of_other_arrays(cur, schema):
         assert query(cur, sql)["x"].to_pylist() == values, sql
 
 
+def test_timestamps_and_times_as_text_are_written_as_postgresql_writes_them(cur, schema):
+    """A timestamp or a time made text (`CAST`, `||`, `concat`, an `INSERT` into a string
+    column) is `2024-02-29 23:59:59.5`, its fraction without trailing zeros, a
+    `TIMESTAMPTZ` with its offset, as PostgreSQL, DuckDB and Spark write them; Arrow's
+    cast wrote `2024-02-29T23:59:59.500` (src/cluster/datetime_text.rs)."""
+    cur.execute(f"CREATE TABLE {schema}.tt (k INT, ts TIMESTAMP, tz TIMESTAMPTZ, t TIME)")
+    cur.execute(f"INSERT INTO {schema}.tt VALUES "
+                "(1, TIMESTAMP '2024-02-29 23:59:59.5', TIMESTAMP '2024-01-01 08:00:00', TIME '10:00:00.25'), "
+                "(2, TIMESTAMP '1999-12-31 00:00:00.123456', TIMESTAMP '2024-06-01 00:00:00.1', TIME '00:00:00'), "
+                "(3, NULL, NULL, NULL)")
+    got = query(cur, f"SELECT CAST(ts AS VARCHAR) AS a, CAST(tz AS STRING) AS b, CAST(t AS TEXT) AS c, "
+                     f"'at ' || ts AS d, concat(ts, '!') AS e, TRY_CAST(ts AS VARCHAR) AS f "
+                     f"FROM {schema}.tt ORDER BY k")
+    assert got.to_pylist() == [
+        {"a": "2024-02-29 23:59:59.5", "b": "2024-01-01 08:00:00+00", "c": "10:00:00.25",
+         "d": "at 2024-02-29 23:59:59.5", "e": "2024-02-29 23:59:59.5!", "f": "2024-02-29 23:59:59.5"},
+        {"a": "1999-12-31 00:00:00.123456", "b": "2024-06-01 00:00:00.1+00", "c": "00:00:00",
+         "d": "at 1999-12-31 00:00:00.123456", "e": "1999-12-31 00:00:00.123456!",
+         "f": "1999-12-31 00:00:00.123456"},
+        {"a": None, "b": None, "c": None, "d": None, "e": "!", "f": None},
+    ]
+    literal = "SELECT CAST(TIMESTAMP '2024-01-01 10:00:00' AS VARCHAR) AS a, CAST(TIME '10:00:00.5' AS VARCHAR) AS b"
+    assert query(cur, literal).to_pylist() == [{"a": "2024-01-01 10:00:00", "b": "10:00:00.5"}]
+    cur.execute(f"CREATE TABLE {schema}.tt_text (s STRING)")
+    cur.execute(f"INSERT INTO {schema}.tt_text SELECT ts FROM {schema}.tt WHERE k = 1")
+    assert query(cur, f"SELECT s FROM {schema}.tt_text")["s"].to_pylist() == ["2024-02-29 23:59:59.5"]
+    found = f"SELECT k FROM {schema}.tt WHERE CAST(ts AS VARCHAR) LIKE '2024-02-29 %'"
+    assert query(cur, found)["k"].to_pylist() == [1]
+
+
 def test_range_frames_over_a_decimal_order_answer_as_postgresql_does(cur, schema):
     """DataFusion 53 added a `RANGE` frame's offset to a decimal order's values in a type
     one digit wider and failed comparing them ("Uncomparable values", as INTERNAL); the

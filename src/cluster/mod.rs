@@ -11,6 +11,7 @@ mod activity;
 mod aggregate_reduction;
 pub(crate) mod cast_label;
 mod coordinator_service;
+mod datetime_text;
 pub mod decimal_arithmetic;
 mod empty_projections;
 mod engine;
@@ -198,6 +199,7 @@ fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     rules.insert(coercion, Arc::new(number_semantics::DecimalsAsDoubles));
     rules.insert(coercion + 1, Arc::new(range_frames::DecimalRangeFrames));
     rules.push(Arc::new(number_semantics::RoundedIntegerCasts));
+    rules.push(Arc::new(datetime_text::DatetimeText));
     rules
 }
 
@@ -253,7 +255,7 @@ struct FloeFunctions {
     window: Vec<Arc<WindowUDF>>,
 }
 
-/// `avg` (rounding decimals), `floe_single_row`, `floe_interval_times`, `floe_cast_label`, `replace`, the
+/// `avg` (rounding decimals), `floe_single_row`, `floe_interval_times`, `floe_datetime_text`, `floe_cast_label`, `replace`, the
 /// `floe_decimal_*` operations, `row_number`, `rank`, `dense_rank`, `ntile`,
 /// `cardinality`, `array_length`, `array_ndims` and `array_position` as BIGINT, `median`, the
 /// `floe_frame_*` and `floe_sliding_*` aggregates over moving frames and the variants
@@ -262,6 +264,7 @@ fn floe_functions() -> FloeFunctions {
     let scalar = [
         interval_times::interval_times(),
         cast_label::cast_label(),
+        datetime_text::datetime_text(),
         number_semantics::round_half_even(),
         replace::replace(),
     ];
