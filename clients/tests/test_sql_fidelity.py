@@ -401,6 +401,22 @@ def test_iso_day_of_week_runs_from_monday_1_to_sunday_7(cur):
     assert grouped.to_pylist() == [{"iso": 6, "n": 1}, {"iso": 7, "n": 1}]
 
 
+def test_decades_centuries_and_millennia_are_counted_as_postgresql_counts_them(cur):
+    """`decade`, `century` and `millennium`, which DataFusion 53 refused ("Date part
+    'CENTURY' not supported"): the 21st century and the 3rd millennium begin in 2001, as
+    PostgreSQL and DuckDB count them (src/sql/date_parts.rs)."""
+    days = ["0001-01-01", "1999-12-31", "2000-12-31", "2001-01-01", "2024-02-29"]
+    values = ", ".join(f"(DATE '{d}')" for d in days)
+    got = query(cur, f"SELECT extract(decade FROM d) AS dec, extract(CENTURY FROM d) AS cen, "
+                     f"date_part('millennium', d) AS mil, "
+                     f"extract(century FROM CAST(d AS TIMESTAMP) + INTERVAL '1 hour') AS ts_cen "
+                     f"FROM (VALUES {values}) v(d) ORDER BY d").to_pylist()
+    assert [r["dec"] for r in got] == [0, 199, 200, 200, 202]
+    assert [r["cen"] for r in got] == [1, 20, 20, 21, 21]
+    assert [r["mil"] for r in got] == [1, 2, 2, 3, 3]
+    assert [r["ts_cen"] for r in got] == [1, 20, 20, 21, 21]
+
+
 def test_lateral_unnest_gives_each_element_its_row_as_duckdb_does(cur, schema):
     """`FROM t, unnest(t.l) AS u(x)` and its `CROSS JOIN` / `LATERAL` spellings, which
     DataFusion 53 plans but cannot run (src/sql/lateral.rs). Empty and NULL lists give no

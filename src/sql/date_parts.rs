@@ -5,12 +5,17 @@
 //! - `epoch` of a duration (`t2 - t1`) is its exact number of seconds; DataFusion counts
 //!   whole seconds in 32 bits plus a fraction that wraps (so `epoch` of 23:59:59.5 was
 //!   82,799) and fails past 68 years. It is computed here from the duration's count.
+//! - `decade`, `century` and `millennium`, which DataFusion does not know ("Date part
+//!   'CENTURY' not supported"), are computed from the year as PostgreSQL and DuckDB
+//!   count them: the decade is the year divided by 10; the 21st century and the 3rd
+//!   millennium begin in 2001, and the years before 1 AD count back from -1.
 //!
 //! Names stay as written.
 
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::logical_expr::expr::Case;
 use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, cast, lit};
 
 use super::expr_rewrite::rewrite_typed_keeping_names;
@@ -25,6 +30,10 @@ pub(super) fn with_sql_date_parts(plan: LogicalPlan) -> Result<LogicalPlan> {
             }
             Some(part) if part.eq_ignore_ascii_case("epoch") => match duration_unit(&e, schema) {
                 Some(unit) => Transformed::yes(epoch_of_duration(e, unit)),
+                None => Transformed::no(e),
+            },
+            Some(part) => match years_per(part) {
+                Some(years) => Transformed::yes(counted_in_years(e, years)),
                 None => Transformed::no(e),
             },
             _ => Transformed::no(e),
@@ -73,4 +82,31 @@ fn epoch_of_duration(call: Expr, unit: TimeUnit) -> Expr {
         TimeUnit::Nanosecond => 1e9,
     };
     cast(cast(duration, DataType::Int64), DataType::Float64) / lit(per_second)
+}
+
+/// The years a decade, a century or a millennium holds.
+fn years_per(part: &str) -> Option<i32> {
+    [("decade", 10), ("century", 100), ("millennium", 1000)]
+        .into_iter()
+        .find(|(name, _)| part.eq_ignore_ascii_case(name))
+        .map(|(_, years)| years)
+}
+
+/// A `date_part` call of a decade, a century or a millennium, from its year.
+fn counted_in_years(call: Expr, years: i32) -> Expr {
+    let Expr::ScalarFunction(mut call) = call else {
+        return call;
+    };
+    call.args[0] = lit("year");
+    let year = Expr::ScalarFunction(call);
+    let n = |v: i32| lit(ScalarValue::Int32(Some(v)));
+    if years == 10 {
+        return year / n(10);
+    }
+    let after_christ = (year.clone() - n(1)) / n(years) + n(1);
+    Expr::Case(Case::new(
+        None,
+        vec![(Box::new(year.clone().gt(n(0))), Box::new(after_christ))],
+        Some(Box::new(year / n(years) - n(1))),
+    ))
 }
