@@ -339,3 +339,48 @@ fn spark_alter_table_forms_are_read_by_floe() {
     let bad = parse_alter_form("ALTER TABLE t CREATE TAG x RETAIN 3 WEEKS").expect_err("invalid");
     assert_eq!(bad.kind, ErrorKind::InvalidArgument);
 }
+
+#[test]
+fn long_and_or_chains_are_balanced_and_other_long_chains_refused() {
+    use datafusion::sql::sqlparser::ast::{Expr, SetExpr};
+    fn depth(expr: &Expr) -> usize {
+        match expr {
+            Expr::BinaryOp { left, right, .. } => 1 + depth(left).max(depth(right)),
+            _ => 0,
+        }
+    }
+    let terms: Vec<String> = (0..20_000).map(|i| format!("k = {i}")).collect();
+    let sql = format!("SELECT k FROM t WHERE {}", terms.join(" OR "));
+    let Ok(Statement::Statement(statement)) = parse(&sql) else {
+        panic!("a long OR chain parses");
+    };
+    let SqlStatement::Query(query) = *statement else {
+        panic!("a query");
+    };
+    let SetExpr::Select(select) = *query.body else {
+        panic!("a select");
+    };
+    let filter = select.selection.expect("a WHERE clause");
+    // 20,000 operands: 15 levels of OR above an equality.
+    assert_eq!(depth(&filter), 16);
+    assert!(filter.to_string().starts_with("k = 0 OR k = 1 OR k = 2"));
+
+    // Short chains keep their shape.
+    let Ok(Statement::Statement(statement)) = parse("SELECT 1 WHERE a OR b OR c") else {
+        panic!("parses");
+    };
+    assert!(statement.to_string().ends_with("WHERE a OR b OR c"));
+
+    let sum = (0..300)
+        .map(|i| format!("k{i}"))
+        .collect::<Vec<_>>()
+        .join(" + ");
+    let error = parse(&format!("SELECT {sum} FROM t")).expect_err("a chain of 299 + is refused");
+    assert_eq!(error.kind, ErrorKind::InvalidArgument);
+    assert!(error.message.contains("chains 299 operators"), "{error}");
+    let sum = (0..200)
+        .map(|i| format!("k{i}"))
+        .collect::<Vec<_>>()
+        .join(" + ");
+    assert!(parse(&format!("SELECT {sum} FROM t")).is_ok());
+}

@@ -1165,6 +1165,29 @@ def test_decimal_averages_round_their_last_digit_as_postgresql_does(join_server,
         assert truncated > 10
 
 
+def test_thousands_of_conditions_run_on_executors_and_long_operator_chains_are_refused(join_server):
+    """A filter of 5,000 equalities joined by OR and one of 1,000 conditions joined by AND
+    run as jobs on the executor processes: their trees, as deep as they were long,
+    aborted the server (a stack overflow encoding the plan) or had the executors refuse
+    the task (100 ANDed conditions went past the JSON decoder's nesting limit, and the
+    statement waited for an executor until it failed UNAVAILABLE). They are joined as
+    balanced trees (src/sql/chains.rs, src/cluster/balanced_conditions.rs); a chain of
+    another operator past 256 is refused, and the server keeps serving."""
+    server, _ = join_server
+    with server.connect() as conn, conn.cursor() as cur:
+        ors = " OR ".join(f"k = {i}" for i in range(5000))
+        assert query(cur, f"SELECT count(*) AS n FROM big WHERE {ors}")["n"].to_pylist() == [4000]
+        ands = " AND ".join(f"k <> {i}" for i in range(0, 2000, 2))
+        assert query(cur, f"SELECT count(*) AS n FROM big WHERE {ands}")["n"].to_pylist() == [3000]
+        assert query(cur, f"SELECT count(*) AS n FROM big WHERE ({ors}) AND v >= 0 AND ({ands})"
+                     )["n"].to_pylist() == [3000]
+        total = " + ".join("k" for _ in range(200))
+        assert query(cur, f"SELECT sum({total}) AS s FROM big")["s"].to_pylist() == [200 * sum(range(4000))]
+        with pytest.raises(adbc_driver_manager.ProgrammingError, match="INVALID_ARGUMENT.*chains 299 operators"):
+            query(cur, "SELECT " + " || ".join("CAST(k AS VARCHAR)" for _ in range(300)) + " FROM big")
+        assert query(cur, "SELECT count(*) AS n FROM big")["n"].to_pylist() == [4000]
+
+
 def test_star_of_a_using_join_lists_merged_columns_first_as_postgresql_does(join_server, postgres):
     """`SELECT *` of `JOIN … USING (…)` or `NATURAL JOIN` lists the merged columns first,
     then the left side's others, then the right side's, as SQL says; DataFusion 53 kept

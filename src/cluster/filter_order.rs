@@ -28,6 +28,7 @@ use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
 
 use super::like_segments;
 use super::node_rule::{NodeRule, on_filter};
+use crate::table::filter::{BALANCED_FROM, joined_balanced};
 use crate::table::selectivity::{compared, estimated_selectivity};
 
 /// Orders the conditions of each filter of two or more.
@@ -82,11 +83,19 @@ fn in_cheapest_order(filter: &FilterExec) -> Result<Option<FilterExec>> {
         .iter()
         .zip(&conditions)
         .all(|(new, old)| Arc::ptr_eq(new, old));
-    if unchanged {
+    // A long filter is joined anew either way: DataFusion joined it one condition after
+    // another, as deep as it is long.
+    if unchanged && ordered.len() < BALANCED_FROM {
         return Ok(None);
     }
+    let joined = joined_balanced(ordered, &|a, b| {
+        Arc::new(BinaryExpr::new(a, Operator::And, b)) as Arc<dyn PhysicalExpr>
+    });
+    let Some(predicate) = joined else {
+        return Ok(None);
+    };
     let rewritten = FilterExecBuilder::from(filter)
-        .with_predicate(conjunction(ordered))
+        .with_predicate(predicate)
         .build()?;
     Ok(Some(rewritten))
 }

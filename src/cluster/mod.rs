@@ -9,6 +9,7 @@
 
 mod activity;
 mod aggregate_reduction;
+mod balanced_conditions;
 pub(crate) mod cast_label;
 mod coordinator_service;
 mod datetime_text;
@@ -209,6 +210,7 @@ fn optimizer_rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
     rules.push(Arc::new(FloeWindowFunctions));
     rules.push(Arc::new(float_zeros::FloatZeroComparisons));
     rules.push(Arc::new(decimal_arithmetic::DecimalOperations));
+    rules.push(Arc::new(balanced_conditions::BalancedConditions));
     rules
 }
 

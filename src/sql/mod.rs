@@ -6,6 +6,7 @@ mod aggregate_filters;
 pub mod alter;
 pub mod alter_forms;
 mod calls;
+mod chains;
 mod correlated_in;
 mod date_parts;
 pub mod ddl;

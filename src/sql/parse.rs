@@ -15,11 +15,18 @@ use datafusion::sql::sqlparser::dialect::Dialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
 
+use super::chains::balance_chains;
 use super::dialect::FloeDialect;
 use crate::error::{FloeError, Result};
 use crate::table::time_travel::AsOf;
 
 pub fn parse(sql: &str) -> Result<Statement> {
+    let mut statement = parse_text(sql)?;
+    balance_chains(&mut statement)?;
+    Ok(statement)
+}
+
+fn parse_text(sql: &str) -> Result<Statement> {
     parse_in(sql, &FloeDialect::default()).or_else(|error| {
         let versions = FloeDialect {
             table_versions: true,

@@ -77,10 +77,31 @@ impl<'a> Columns<'a> {
 
 /// The conjunction of the filters that translate exactly, or `None` if none does.
 pub fn filters_to_predicate(filters: &[Expr], columns: &Columns) -> Option<Predicate> {
-    filters
-        .iter()
-        .filter_map(|f| to_predicate(f, columns))
-        .reduce(Predicate::and)
+    let translated = filters.iter().filter_map(|f| to_predicate(f, columns));
+    joined_balanced(translated.collect(), &Predicate::and)
+}
+
+/// The fewest conditions joined by one `AND` or `OR` that Floe joins as a balanced tree
+/// rather than one after another (see `sql::chains`): a tree as deep as it is long is
+/// recursed through when a plan is encoded for executors (as JSON and protobuf), and
+/// thousands of conditions overflowed the stack.
+pub const BALANCED_FROM: usize = 32;
+
+/// `items` joined by `join`: one after another when they are fewer than
+/// [`BALANCED_FROM`], else as a balanced tree (halves under each join), which nests
+/// only as deep as the logarithm of their count. `None` for no item.
+pub fn joined_balanced<T>(mut items: Vec<T>, join: &impl Fn(T, T) -> T) -> Option<T> {
+    if items.len() < BALANCED_FROM {
+        return items.into_iter().reduce(join);
+    }
+    fn halves<T>(mut items: Vec<T>, join: &impl Fn(T, T) -> T) -> Option<T> {
+        if items.len() <= 1 {
+            return items.pop();
+        }
+        let right = items.split_off(items.len() / 2);
+        Some(join(halves(items, join)?, halves(right, join)?))
+    }
+    halves(std::mem::take(&mut items), join)
 }
 
 /// Exact translation of one expression, or `None`.

@@ -41,7 +41,9 @@ use iceberg::spec::{
 use iceberg::table::Table;
 
 use super::constants;
-use super::filter::{Columns, filters_to_predicate, to_predicate, truncated_decimals};
+use super::filter::{
+    Columns, filters_to_predicate, joined_balanced, to_predicate, truncated_decimals,
+};
 use super::nested::{fit_reshaped, in_file_shapes, reshaped_fields};
 use super::row_filter::{self, RowFilter};
 use super::{projected_arrow_schema, projected_id_schema};
@@ -443,10 +445,8 @@ pub async fn plan_scan(
         // Positions count every row of the whole file.
         tasks.iter_mut().for_each(|task| task.deletes.clear());
     } else {
-        parts.predicate = read_filters
-            .iter()
-            .map(|(_, p)| p.clone())
-            .reduce(Predicate::and)
+        let read_predicates = read_filters.iter().map(|(_, p)| p.clone()).collect();
+        parts.predicate = joined_balanced(read_predicates, &Predicate::and)
             .map(|p| p.bind(schema.clone(), parts.case_sensitive))
             .transpose()?;
         tasks = split.split(tasks);
