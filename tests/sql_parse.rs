@@ -384,3 +384,31 @@ fn long_and_or_chains_are_balanced_and_other_long_chains_refused() {
         .join(" + ");
     assert!(parse(&format!("SELECT {sum} FROM t")).is_ok());
 }
+
+#[test]
+fn long_union_chains_are_balanced_and_other_long_set_chains_refused() {
+    use datafusion::sql::sqlparser::ast::SetExpr;
+    fn depth(body: &SetExpr) -> usize {
+        match body {
+            SetExpr::SetOperation { left, right, .. } => 1 + depth(left).max(depth(right)),
+            _ => 0,
+        }
+    }
+    let selects: Vec<String> = (0..3000).map(|i| format!("SELECT {i} AS k")).collect();
+    let Ok(Statement::Statement(statement)) = parse(&selects.join(" UNION ALL ")) else {
+        panic!("a long UNION ALL chain parses");
+    };
+    let SqlStatement::Query(query) = *statement else {
+        panic!("a query");
+    };
+    assert_eq!(depth(&query.body), 12);
+    assert!(
+        query
+            .to_string()
+            .starts_with("SELECT 0 AS k UNION ALL SELECT 1 AS k UNION ALL")
+    );
+
+    let error = parse(&selects[..300].join(" EXCEPT ")).expect_err("300 EXCEPTs are refused");
+    assert_eq!(error.kind, ErrorKind::InvalidArgument);
+    assert!(error.message.contains("chains 299 operators"), "{error}");
+}

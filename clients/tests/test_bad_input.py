@@ -122,3 +122,13 @@ def test_random_flight_commands_always_get_a_status(server, call):
     assert client.do_get(info.endpoints[0].ticket).read_all().to_pylist() == [{"one": 1}]
     client.close()
     assert "panicked" not in server.process.output()
+
+
+def test_a_union_of_thousands_of_queries_answers(server, cur):
+    """3,000 `SELECT`s joined by `UNION ALL` (as tools write inline rows): the chain, a
+    tree as deep as it was long, aborted the server while the statement was planned. It
+    is joined as a balanced tree (src/sql/chains.rs); the server keeps serving."""
+    sql = " UNION ALL ".join(f"SELECT {i} AS k, 'r{i}' AS s" for i in range(3000))
+    got = query(cur, f"SELECT count(*) AS n, sum(k) AS total, min(s) AS first FROM ({sql}) u")
+    assert got.to_pylist() == [{"n": 3000, "total": sum(range(3000)), "first": "r0"}]
+    assert query(cur, "SELECT 1 AS one")["one"].to_pylist() == [1]
