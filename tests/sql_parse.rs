@@ -412,3 +412,32 @@ fn long_union_chains_are_balanced_and_other_long_set_chains_refused() {
     assert_eq!(error.kind, ErrorKind::InvalidArgument);
     assert!(error.message.contains("chains 299 operators"), "{error}");
 }
+
+#[test]
+fn deeply_nested_types_are_refused_before_they_are_parsed() {
+    let nested = |levels: usize| {
+        format!(
+            "CREATE TABLE t (x {}INT{})",
+            "ARRAY<".repeat(levels),
+            ">".repeat(levels)
+        )
+    };
+    assert!(parse(&nested(32)).is_ok());
+    let error = parse(&nested(3000)).expect_err("3,000 levels are refused");
+    assert_eq!(error.kind, ErrorKind::InvalidArgument);
+    assert!(error.message.contains("nests more than 32"), "{error}");
+    // `>>` closes two levels; comparisons do not open any.
+    let closed = format!(
+        "SELECT CAST(NULL AS {}INT{}) WHERE 1 < 2",
+        "ARRAY<".repeat(20),
+        ">>".repeat(10)
+    );
+    assert!(parse(&closed).is_ok(), "{closed}");
+    let many = (0..100)
+        .map(|i| format!("a < {i}"))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    assert!(parse(&format!("SELECT 1 WHERE {many}")).is_ok());
+    let brackets = format!("CREATE TABLE t (x INT{})", "[]".repeat(40));
+    assert!(parse(&brackets).is_err());
+}

@@ -132,3 +132,27 @@ def test_a_union_of_thousands_of_queries_answers(server, cur):
     got = query(cur, f"SELECT count(*) AS n, sum(k) AS total, min(s) AS first FROM ({sql}) u")
     assert got.to_pylist() == [{"n": 3000, "total": sum(range(3000)), "first": "r0"}]
     assert query(cur, "SELECT 1 AS one")["one"].to_pylist() == [1]
+
+
+def test_deeply_nested_types_and_long_postfix_chains_are_refused(server, cur, schema):
+    """A type nested 3,000 deep (`ARRAY<ARRAY<…>>`) and 6,000 casts chained with `::`
+    aborted the server (sqlparser reads nested types by unlimited recursion; a chain of
+    casts is a tree as deep as it is long); a struct nested 45 deep was created in the
+    catalog and could then never be loaded (Iceberg reads metadata JSON at most 128
+    levels deep), and 3,000 `[]` likewise. Each is INVALID_ARGUMENT, nothing is created,
+    and the server keeps serving (src/sql/parse.rs, src/sql/chains.rs)."""
+    statements = [
+        (f"CREATE TABLE {schema}.deep_a (x {'ARRAY<' * 3000}INT{'>' * 3000})", "nests more than 32"),
+        (f"CREATE TABLE {schema}.deep_b (x INT{'[]' * 3000})", "nests more than 32"),
+        (f"CREATE TABLE {schema}.deep_c (x {'STRUCT<a ' * 45}INT{'>' * 45})", "nests more than 32"),
+        ("SELECT 1" + "::BIGINT::INT" * 3000, "chains 6000 operators"),
+        ("SELECT 1" + " IS NULL" * 300, "chains 300 operators"),
+    ]
+    for sql, message in statements:
+        with pytest.raises(adbc_driver_manager.ProgrammingError, match=f"INVALID_ARGUMENT.*{message}"):
+            query(cur, sql)
+    cur.execute(f"CREATE TABLE {schema}.deep_ok (x {'STRUCT<a ' * 30}INT{'>' * 30})")
+    names = query(cur, f"SHOW TABLES FROM {schema}")
+    tables = set(names.column(names.column_names.index("table_name")).to_pylist())
+    assert "deep_ok" in tables and not tables & {"deep_a", "deep_b", "deep_c"}, tables
+    assert query(cur, f"SELECT count(*) AS n FROM {schema}.deep_ok")["n"].to_pylist() == [0]

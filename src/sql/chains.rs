@@ -135,15 +135,34 @@ fn no_rows() -> SetExpr {
     })
 }
 
-/// How many operators follow one another down `expr`'s left side.
+/// How many operators follow one another down `expr`'s left side (binary operators,
+/// and those written after their operand, as `x::INT` and `x IS NULL`).
 fn chain_length(expr: &Expr) -> usize {
     let mut length = 0;
     let mut node = expr;
-    while let Expr::BinaryOp { left, .. } = node {
+    while let Some(left) = left_operand(node) {
         length += 1;
         node = left;
     }
     length
+}
+
+fn left_operand(expr: &Expr) -> Option<&Expr> {
+    match expr {
+        Expr::BinaryOp { left, .. } => Some(left),
+        Expr::Cast { expr, .. }
+        | Expr::Collate { expr, .. }
+        | Expr::IsNull(expr)
+        | Expr::IsNotNull(expr)
+        | Expr::IsTrue(expr)
+        | Expr::IsNotTrue(expr)
+        | Expr::IsFalse(expr)
+        | Expr::IsNotFalse(expr)
+        | Expr::IsUnknown(expr)
+        | Expr::IsNotUnknown(expr) => Some(expr),
+        Expr::AtTimeZone { timestamp, .. } => Some(timestamp),
+        _ => None,
+    }
 }
 
 /// A node of a chain: the two sides it joins, or an operand.

@@ -21,9 +21,55 @@ use crate::error::{FloeError, Result};
 use crate::table::time_travel::AsOf;
 
 pub fn parse(sql: &str) -> Result<Statement> {
+    refuse_deeply_nested_types(sql)?;
     let mut statement = parse_text(sql)?;
     balance_chains(&mut statement)?;
     Ok(statement)
+}
+
+/// Most levels a type may nest (`ARRAY<ARRAY<…>>`, `STRUCT<a STRUCT<…>>`, `INT[][]…`).
+/// sqlparser reads nested types by a recursion it does not limit (as it limits nested
+/// expressions to 50): a type nested 3,000 deep overflowed the stack and aborted the
+/// server. And Iceberg 0.10.1 reads table metadata with serde_json's nesting limit of
+/// 128, each level of a struct taking three: a table with a struct nested 45 deep was
+/// created in the catalog, then could not be loaded.
+pub const MAX_TYPE_NESTING: usize = 32;
+
+fn refuse_deeply_nested_types(sql: &str) -> Result<()> {
+    // Only a statement with that many `<` or `[` at all is looked at closely.
+    let openings = sql.bytes().filter(|b| matches!(b, b'<' | b'[')).count();
+    if openings <= MAX_TYPE_NESTING {
+        return Ok(());
+    }
+    // Text that does not tokenize is for the parser to refuse.
+    let Ok(tokens) = Tokenizer::new(&FloeDialect::default(), sql).tokenize() else {
+        return Ok(());
+    };
+    let tokens: Vec<&Token> = tokens
+        .iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    let (mut depth, mut brackets) = (0usize, 0usize);
+    let mut after_type_name = false;
+    for (i, token) in tokens.iter().enumerate() {
+        match token {
+            Token::Lt if after_type_name => depth += 1,
+            Token::Gt => depth = depth.saturating_sub(1),
+            Token::ShiftRight => depth = depth.saturating_sub(2),
+            // `[]` after `[]`: an array of arrays.
+            Token::LBracket if tokens.get(i + 1) == Some(&&Token::RBracket) => brackets += 1,
+            Token::RBracket => {}
+            _ => brackets = 0,
+        }
+        if depth > MAX_TYPE_NESTING || brackets > MAX_TYPE_NESTING {
+            return Err(FloeError::invalid(format!(
+                "a type nests more than {MAX_TYPE_NESTING} levels deep"
+            )));
+        }
+        after_type_name = matches!(token, Token::Word(w)
+            if matches!(w.keyword, Keyword::ARRAY | Keyword::STRUCT | Keyword::MAP));
+    }
+    Ok(())
 }
 
 fn parse_text(sql: &str) -> Result<Statement> {
