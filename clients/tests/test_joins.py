@@ -1183,7 +1183,7 @@ def test_thousands_of_conditions_run_on_executors_and_long_operator_chains_are_r
                      )["n"].to_pylist() == [3000]
         total = " + ".join("k" for _ in range(200))
         assert query(cur, f"SELECT sum({total}) AS s FROM big")["s"].to_pylist() == [200 * sum(range(4000))]
-        with pytest.raises(adbc_driver_manager.ProgrammingError, match="INVALID_ARGUMENT.*chains 299 operators"):
+        with pytest.raises(adbc_driver_manager.ProgrammingError, match=r"INVALID_ARGUMENT.*chains \d+ operators"):
             query(cur, "SELECT " + " || ".join("CAST(k AS VARCHAR)" for _ in range(300)) + " FROM big")
         assert query(cur, "SELECT count(*) AS n FROM big")["n"].to_pylist() == [4000]
 

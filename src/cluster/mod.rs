@@ -257,11 +257,12 @@ struct FloeFunctions {
     window: Vec<Arc<WindowUDF>>,
 }
 
-/// `avg` (rounding decimals), `floe_single_row`, `floe_interval_times`, `floe_datetime_text`, `floe_cast_label`, `replace`, the
-/// `floe_decimal_*` operations, `row_number`, `rank`, `dense_rank`, `ntile`,
-/// `cardinality`, `array_length`, `array_ndims` and `array_position` as BIGINT, `median`, the
-/// `floe_frame_*` and `floe_sliding_*` aggregates over moving frames and the variants
-/// of `lag`, `lead`, `first_value`, `last_value` and `nth_value`.
+/// `avg` (rounding decimals), `median`, `floe_single_row`, `floe_interval_times`,
+/// `floe_datetime_text`, `floe_cast_label`, `replace`, the `floe_decimal_*` operations,
+/// `row_number`, `rank`, `dense_rank`, `ntile`, `cardinality`, `array_length`,
+/// `array_ndims` and `array_position` as BIGINT, the `floe_frame_*` and
+/// `floe_sliding_*` aggregates over moving frames and the variants of `lag`, `lead`,
+/// `first_value`, `last_value` and `nth_value`.
 fn floe_functions() -> FloeFunctions {
     let scalar = [
         interval_times::interval_times(),

@@ -90,7 +90,7 @@ pub const BALANCED_FROM: usize = 32;
 /// `items` joined by `join`: one after another when they are fewer than
 /// [`BALANCED_FROM`], else as a balanced tree (halves under each join), which nests
 /// only as deep as the logarithm of their count. `None` for no item.
-pub fn joined_balanced<T>(mut items: Vec<T>, join: &impl Fn(T, T) -> T) -> Option<T> {
+pub fn joined_balanced<T>(items: Vec<T>, join: &impl Fn(T, T) -> T) -> Option<T> {
     if items.len() < BALANCED_FROM {
         return items.into_iter().reduce(join);
     }
@@ -101,7 +101,7 @@ pub fn joined_balanced<T>(mut items: Vec<T>, join: &impl Fn(T, T) -> T) -> Optio
         let right = items.split_off(items.len() / 2);
         Some(join(halves(items, join)?, halves(right, join)?))
     }
-    halves(std::mem::take(&mut items), join)
+    halves(items, join)
 }
 
 /// Exact translation of one expression, or `None`.
