@@ -119,11 +119,11 @@ impl Average {
 
     /// `sum / count` at the average's scale, rounded half away from zero; `None` for
     /// no value.
-    fn of_sum(&self, sum: Option<i128>, count: u64) -> Result<Option<i128>> {
+    fn of_sum(&self, sum: Option<i256>, count: u64) -> Result<Option<i128>> {
         let Some(sum) = sum.filter(|_| count > 0) else {
             return Ok(None);
         };
-        let numerator = i256::from_i128(sum).wrapping_mul(i256::from_i128(10i128.pow(self.shift)));
+        let numerator = sum.wrapping_mul(i256::from_i128(10i128.pow(self.shift)));
         let count = i256::from_i128(i128::from(count));
         let (quotient, remainder) = (numerator.wrapping_div(count), numerator.wrapping_rem(count));
         let rounded = if remainder.wrapping_abs().wrapping_mul(i256::from_i128(2)) >= count {
@@ -157,7 +157,7 @@ impl Accumulator for RoundedAccumulator {
     fn evaluate(&mut self) -> Result<ScalarValue> {
         let (sum, count) = match self.inner.state()?.as_slice() {
             [ScalarValue::UInt64(count), ScalarValue::Decimal128(sum, ..)] => {
-                (*sum, count.unwrap_or(0))
+                (sum.map(i256::from_i128), count.unwrap_or(0))
             }
             // avg(DISTINCT x): the distinct values.
             [ScalarValue::List(values)] => distinct_sum(values.values())?,
@@ -188,13 +188,16 @@ impl Accumulator for RoundedAccumulator {
     }
 }
 
-/// The sum (in 128 bits, as DataFusion's sums of decimals) and count of distinct values.
-fn distinct_sum(values: &ArrayRef) -> Result<(Option<i128>, u64)> {
+/// The sum (exact, in 256 bits) and count of distinct values.
+fn distinct_sum(values: &ArrayRef) -> Result<(Option<i256>, u64)> {
     let Some(values) = values.as_primitive_opt::<Decimal128Type>() else {
         return exec_err!("avg(DISTINCT) of {} values", values.data_type());
     };
     let count = (values.len() - values.null_count()) as u64;
-    let sum = values.iter().flatten().fold(0i128, i128::wrapping_add);
+    let sum = values
+        .iter()
+        .flatten()
+        .fold(i256::ZERO, |sum, v| sum.wrapping_add(i256::from_i128(v)));
     Ok((Some(sum), count))
 }
 
@@ -227,7 +230,7 @@ impl GroupsAccumulator for RoundedGroups {
         );
         let averages = (0..sums.len())
             .map(|i| {
-                let sum = sums.is_valid(i).then(|| sums.value(i));
+                let sum = sums.is_valid(i).then(|| i256::from_i128(sums.value(i)));
                 self.average.of_sum(sum, counts.value(i))
             })
             .collect::<Result<Decimal128Array>>()?;

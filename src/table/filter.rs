@@ -56,6 +56,13 @@ impl<'a> Columns<'a> {
         }
     }
 
+    /// The columns of `table`'s `schema` (its current one): every schema of its history,
+    /// and no comparison of a decimal some partition spec truncates.
+    pub fn of_table(metadata: &'a TableMetadata, schema: &'a Schema) -> Self {
+        Self::new(schema, metadata.schemas_iter().map(|s| s.as_ref()))
+            .not_comparing(truncated_decimals(metadata))
+    }
+
     /// The same columns without `ids`, which no translation will reference.
     pub fn excluding(mut self, ids: impl IntoIterator<Item = i32>) -> Self {
         self.excluded.extend(ids);
@@ -187,7 +194,7 @@ fn compared(expr: &Expr, columns: &Columns) -> Option<(Reference, PrimitiveType)
 
 /// Decimal columns that some partition spec of the table truncates (see the module's
 /// documentation).
-pub fn truncated_decimals(metadata: &TableMetadata) -> HashSet<i32> {
+fn truncated_decimals(metadata: &TableMetadata) -> HashSet<i32> {
     let schema = metadata.current_schema();
     metadata
         .partition_specs_iter()

@@ -22,7 +22,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use iceberg::expr::Predicate;
 use iceberg::table::Table;
 
-use super::filter::{Columns, filters_to_predicate, truncated_decimals};
+use super::filter::{Columns, filters_to_predicate};
 use super::journal;
 use super::position_deletes::PositionDeleteWriteExec;
 use super::scan::{IcebergScanExec, Reading, plan_scan, with_position_columns};
@@ -138,8 +138,7 @@ impl IcebergTableProvider {
     pub fn predicate_of(&self, filter: &Expr) -> Predicate {
         let metadata = self.table.metadata();
         let schema = metadata.current_schema();
-        let columns = Columns::new(schema, metadata.schemas_iter().map(|s| s.as_ref()))
-            .not_comparing(truncated_decimals(metadata));
+        let columns = Columns::of_table(metadata, schema);
         let filters: Vec<Expr> = split_conjunction(filter).into_iter().cloned().collect();
         filters_to_predicate(&filters, &columns).unwrap_or(Predicate::AlwaysTrue)
     }

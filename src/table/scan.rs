@@ -41,9 +41,7 @@ use iceberg::spec::{
 use iceberg::table::Table;
 
 use super::constants;
-use super::filter::{
-    Columns, filters_to_predicate, joined_balanced, to_predicate, truncated_decimals,
-};
+use super::filter::{Columns, filters_to_predicate, joined_balanced, to_predicate};
 use super::nested::{fit_reshaped, in_file_shapes, reshaped_fields};
 use super::row_filter::{self, RowFilter};
 use super::{projected_arrow_schema, projected_id_schema};
@@ -382,10 +380,7 @@ pub async fn plan_scan(
     // or re-added column binds by the current name to its current field id).
     let same_schema = snapshot_schema.schema_id() == schema.schema_id();
     let (predicate, read_filters) = if same_schema {
-        let columns = || {
-            Columns::new(&schema, metadata.schemas_iter().map(|s| s.as_ref()))
-                .not_comparing(truncated_decimals(metadata))
-        };
+        let columns = || Columns::of_table(metadata, &schema);
         let read_columns = columns()
             .excluding(filled_without_file(metadata, &schema))
             .without_decimal_comparisons();
